@@ -1,0 +1,165 @@
+// dpcore._C: the raw API. Pointers, counts and enums in; no argument checking beyond what keeps
+// memory safe (dpcore/comm.py checks and speaks NumPy). Every blocking call releases the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/ring.h"
+#include "algo/trace_prims.h"
+#include "cpu/reduce.h"
+#include "cpu/shm_comm.h"
+#include "cpu/worker.h"
+#include "dpcore/error.h"
+
+#ifdef DPCORE_WITH_CUDA
+#include "cuda/cuda_api.h"
+#endif
+
+namespace py = pybind11;
+using namespace dpcore;
+
+namespace {
+
+// A communicator and the worker that serialises its collectives. The worker is declared last so
+// it is destroyed (joined) first, while the ShmComm it uses still exists.
+class Comm {
+ public:
+  Comm(const std::string& name, bool create, int rank, int size, int fifoSlots, size_t slotBytes,
+       size_t oneShotBytes, double timeout)
+      : shm_(name, create, rank, ShmConfig{size, fifoSlots, slotBytes, oneShotBytes}, timeout) {}
+
+  void run(const Task& task) {
+    worker_.runNow([&] { shm_.run(task); });
+  }
+  std::shared_ptr<Job> submit(const Task& task) {
+    return worker_.submit([this, task] { shm_.run(task); });
+  }
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {
+    std::vector<size_t> counts;
+    worker_.runNow([&] { counts = shm_.exchangeCounts(dtype, mine); });
+    return counts;
+  }
+  void drain() { worker_.drain(); }
+  ShmComm& shm() { return shm_; }
+
+ private:
+  ShmComm shm_;
+  Worker worker_;
+};
+
+Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
+              const py::array& out, size_t count, size_t total) {
+  Task t;
+  t.coll = static_cast<Coll>(coll);
+  t.dtype = static_cast<DType>(dtype);
+  t.op = static_cast<ReduceOp>(op);
+  t.root = root;
+  t.algo = static_cast<Algo>(algo);
+  t.in = in.data();
+  t.out = const_cast<void*>(out.data());  // writability was checked in Python
+  t.count = count;
+  t.total = total;
+  return t;
+}
+
+// The verbs one rank runs for a ring collective over `count` one-byte elements.
+std::vector<std::tuple<std::string, size_t, size_t>> ringTrace(const std::string& coll,
+                                                               size_t count, int rank, int n,
+                                                               size_t segmentCount, int root,
+                                                               std::vector<size_t> counts) {
+  TracePrims p;
+  char* base = nullptr;
+  if (coll == "all_reduce") ringAllReduce(p, base, base, count, 1, rank, n, segmentCount);
+  else if (coll == "reduce_scatter")
+    ringReduceScatter(p, base, base, count, 1, rank, n, segmentCount);
+  else if (coll == "all_gather") ringAllGather(p, base, base, counts, 1, rank, n, segmentCount);
+  else if (coll == "broadcast") ringBroadcast(p, base, count, 1, rank, n, root, segmentCount);
+  else throw std::invalid_argument("unknown collective " + coll);
+  std::vector<std::tuple<std::string, size_t, size_t>> out;
+  for (const TraceEvent& e : p.events) out.emplace_back(e.verb, e.start, e.count);
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "dpcore's compiled core: shared-memory transport, ring algorithms, reduce kernels";
+  py::register_exception<CommError>(m, "CommError", PyExc_RuntimeError);
+
+  py::class_<Job, std::shared_ptr<Job>>(m, "Job")
+      .def("done", &Job::done)
+      .def("wait", [](Job& j, double timeout) {
+            bool finished;
+            {
+              py::gil_scoped_release release;
+              finished = j.waitFor(timeout);
+            }
+            if (finished) j.rethrow();
+            return finished;
+          }, py::arg("timeout") = -1.0);
+
+  py::class_<Comm>(m, "ShmComm")
+      .def(py::init<const std::string&, bool, int, int, int, size_t, size_t, double>(),
+           py::arg("name"), py::arg("create"), py::arg("rank"), py::arg("size"),
+           py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
+           py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("unlink", [](Comm& c) { c.shm().unlinkSegment(); })
+      // in and out are NumPy arrays (the caller keeps them alive until the collective is done).
+      .def("run", [](Comm& c, int coll, int dtype, int op, int root, int algo, py::array in,
+                     py::array out, size_t count, size_t total) {
+            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total);
+            py::gil_scoped_release release;
+            c.run(t);
+          })
+      .def("submit", [](Comm& c, int coll, int dtype, int op, int root, int algo, py::array in,
+                        py::array out, size_t count, size_t total) {
+            return c.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total));
+          })
+      .def("exchange_counts", [](Comm& c, int dtype, size_t mine) {
+            return c.exchangeCounts(static_cast<DType>(dtype), mine);
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("drain", &Comm::drain, py::call_guard<py::gil_scoped_release>())
+      .def("set_timeout", [](Comm& c, double s) { c.shm().setTimeout(s); })
+      .def_property_readonly("sequence", [](Comm& c) { return c.shm().sequence(); });
+
+  m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
+                     int divisor) {
+        reduce2(static_cast<DType>(dtype), static_cast<ReduceOp>(op),
+                reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b),
+                reinterpret_cast<void*>(out), nullptr, count, divisor);
+      }, "out = a op b elementwise (divisor > 0 divides: the last step of avg)",
+      py::call_guard<py::gil_scoped_release>());
+
+  m.def("ring_trace", &ringTrace, py::arg("coll"), py::arg("count"), py::arg("rank"),
+        py::arg("size"), py::arg("segment_count"), py::arg("root") = 0,
+        py::arg("counts") = std::vector<size_t>{});
+
+  m.def("build_info", [] {
+    py::dict info;
+#ifdef DPCORE_WITH_CUDA
+    info["cuda"] = true;
+    info["cuda_archs"] = std::string(DPCORE_CUDA_ARCHS);
+    info["cuda_available"] = cudaAvailable();
+#else
+    info["cuda"] = false;
+    info["cuda_archs"] = std::string();
+    info["cuda_available"] = false;
+#endif
+    return info;
+  });
+
+#ifdef DPCORE_WITH_CUDA
+  m.def("cuda_reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out,
+                          size_t count, int divisor, uintptr_t stream) {
+        cudaReduce2(static_cast<DType>(dtype), static_cast<ReduceOp>(op),
+                    reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b),
+                    reinterpret_cast<void*>(out), count, divisor, reinterpret_cast<void*>(stream));
+      }, "device out = a op b, queued on `stream` (0: the default stream)",
+      py::call_guard<py::gil_scoped_release>());
+#endif
+}

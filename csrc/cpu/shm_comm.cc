@@ -1,0 +1,257 @@
+#include "cpu/shm_comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "algo/ring.h"
+#include "cpu/reduce.h"
+#include "cpu/shm_prims.h"
+#include "dpcore/error.h"
+
+namespace dpcore {
+namespace {
+
+// A peer is gone when its pid no longer exists or is a zombie (killed, not yet reaped).
+bool processAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;  // no procfs: trust kill()
+  std::string line;
+  std::getline(stat, line);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig& config,
+                 double timeoutSeconds)
+    : rank_(rank), config_(config), layout_(config),
+      segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
+      base_(segment_->data()), timeout_(timeoutSeconds) {
+  layout_.rank(base_, rank_)->pid.value.store(static_cast<uint64_t>(getpid()),
+                                              std::memory_order_release);
+  lastPeerCheck_ = std::chrono::steady_clock::now();
+}
+
+[[noreturn]] void ShmComm::fail(const std::string& why) {
+  std::string msg = std::string("dpcore ") + collName_ + " #" + std::to_string(seq_) +
+                    " on rank " + std::to_string(rank_) + ": " + why;
+  SegmentControl* control = layout_.control(base_);
+  uint64_t expected = 0;
+  // The first rank to fail tells the others why; they stop waiting and report it.
+  if (control->abort.value.compare_exchange_strong(expected, 1 + rank_)) {
+    std::strncpy(control->reason, msg.c_str(), sizeof(control->reason) - 1);
+    control->abort.value.store(1 + rank_, std::memory_order_release);
+  }
+  brokenReason_ = msg;
+  throw CommError(msg);
+}
+
+void ShmComm::checkPeers() {
+  lastPeerCheck_ = std::chrono::steady_clock::now();
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    auto pid = static_cast<pid_t>(layout_.rank(base_, r)->pid.value.load(std::memory_order_acquire));
+    if (pid > 0 && !processAlive(pid)) {
+      fail("rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died");
+    }
+  }
+}
+
+std::string ShmComm::describe(const CollHeader& h) const {
+  auto coll = static_cast<Coll>(h.coll);
+  std::string s = std::string(collName(coll)) + "(count=" + std::to_string(h.count);
+  if (coll == Coll::kAllGather) s += ", total=" + std::to_string(h.total);
+  if (coll != Coll::kBarrier) s += std::string(", dtype=") + dtypeName(static_cast<DType>(h.dtype));
+  if (coll == Coll::kAllReduce || coll == Coll::kReduceScatter) {
+    s += std::string(", op=") + opName(static_cast<ReduceOp>(h.op));
+  }
+  if (coll == Coll::kBroadcast) s += ", root=" + std::to_string(h.root);
+  static const char* algos[] = {"one_shot", "ring", "counts_only"};
+  s += std::string(", algo=") + algos[h.algo] + ")";
+  return s;
+}
+
+// Publishes this rank's header (and, for one-shot, its payload) for collective seq_.
+void ShmComm::arrive(const Task& task, CollHeader& header) {
+  std::vector<int> all;
+  for (int r = 0; r < config_.size; ++r) all.push_back(r);
+  // Peers may still read what we published for seq-2 in this parity until they enter seq-1.
+  for (int r = 0; r < config_.size; ++r) {
+    Counter& arrived = layout_.rank(base_, r)->arrived;
+    waitUntil([&] { return arrived.value.load(std::memory_order_acquire) + 1 >= seq_; }, {r});
+  }
+  RankControl* mine = layout_.rank(base_, rank_);
+  mine->header[seq_ % 2] = header;
+  if (task.algo == Algo::kOneShot && task.coll != Coll::kBarrier) {
+    size_t elem = dtypeSize(task.dtype);
+    bool hasPayload = task.coll != Coll::kBroadcast || task.root == rank_;
+    if (hasPayload && task.count) {
+      std::memcpy(layout_.oneShotSlot(base_, rank_, seq_), task.in, task.count * elem);
+    }
+  }
+  mine->arrived.value.store(seq_, std::memory_order_release);
+}
+
+std::vector<CollHeader> ShmComm::gatherHeaders(const CollHeader& mine) {
+  std::vector<CollHeader> headers(config_.size);
+  for (int r = 0; r < config_.size; ++r) {
+    RankControl* peer = layout_.rank(base_, r);
+    if (r != rank_) {
+      waitUntil([&] { return peer->arrived.value.load(std::memory_order_acquire) >= seq_; }, {r});
+    }
+    headers[r] = r == rank_ ? mine : peer->header[seq_ % 2];
+  }
+  return headers;
+}
+
+void ShmComm::checkHeaders(const std::vector<CollHeader>& headers, const CollHeader& mine) {
+  size_t shardTotal = 0;
+  for (int r = 0; r < config_.size; ++r) {
+    const CollHeader& h = headers[r];
+    shardTotal += h.count;
+    bool same = h.seq == mine.seq && h.coll == mine.coll && h.dtype == mine.dtype &&
+                h.op == mine.op && h.root == mine.root && h.algo == mine.algo &&
+                h.total == mine.total &&
+                (mine.coll == static_cast<int>(Coll::kAllGather) || h.count == mine.count);
+    if (!same) {
+      fail("mismatch: rank " + std::to_string(rank_) + " called " + describe(mine) + " but rank " +
+           std::to_string(r) + " called " + describe(h));
+    }
+  }
+  if (mine.coll == static_cast<int>(Coll::kAllGather) &&
+      mine.algo != static_cast<int>(Algo::kCountsOnly) && shardTotal != mine.total) {
+    fail("mismatch: the shards add up to " + std::to_string(shardTotal) +
+         " elements but the output holds " + std::to_string(mine.total));
+  }
+}
+
+std::vector<CollHeader> ShmComm::run(const Task& task) {
+  if (!brokenReason_.empty()) {
+    throw CommError("dpcore: communicator unusable after an earlier failure: " + brokenReason_);
+  }
+  const size_t payload = task.count * dtypeSize(task.dtype);
+  if (task.algo == Algo::kOneShot && payload > config_.oneShotBytes) {
+    throw std::invalid_argument("one_shot payload of " + std::to_string(payload) +
+                                " bytes exceeds its slot of " +
+                                std::to_string(config_.oneShotBytes));
+  }
+  ++seq_;
+  collName_ = collName(task.coll);
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6));
+  CollHeader header{seq_,
+                    static_cast<int32_t>(task.coll),
+                    static_cast<int32_t>(task.dtype),
+                    static_cast<int32_t>(task.op),
+                    task.root,
+                    static_cast<int32_t>(task.algo),
+                    0,
+                    task.count,
+                    task.total};
+  arrive(task, header);
+  std::vector<CollHeader> headers = gatherHeaders(header);
+  checkHeaders(headers, header);
+  if (task.coll == Coll::kBarrier || task.algo == Algo::kCountsOnly) return headers;
+  if (config_.size == 1) {
+    // Alone, every collective is a copy (avg divides by 1); broadcast is in place.
+    if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
+      std::memmove(task.out, task.in, task.count * dtypeSize(task.dtype));
+    }
+  } else if (task.algo == Algo::kRing) {
+    runRing(task, headers);
+  } else {
+    runOneShot(task, headers);
+  }
+  return headers;
+}
+
+std::vector<size_t> ShmComm::exchangeCounts(DType dtype, size_t mine) {
+  Task task;
+  task.coll = Coll::kAllGather;
+  task.dtype = dtype;
+  task.algo = Algo::kCountsOnly;
+  task.count = mine;
+  std::vector<size_t> counts;
+  for (const CollHeader& h : run(task)) counts.push_back(h.count);
+  return counts;
+}
+
+// One shot: every rank has put its whole payload in its own slot; each reads what it needs
+// from all slots, in rank order, so every rank computes identical bits.
+void ShmComm::runOneShot(const Task& task, const std::vector<CollHeader>& headers) {
+  const int n = config_.size;
+  const size_t elem = dtypeSize(task.dtype);
+  auto slot = [&](int r) { return layout_.oneShotSlot(base_, r, seq_); };
+  char* out = static_cast<char*>(task.out);
+  const int divisor = task.op == ReduceOp::kAvg ? n : 0;
+  std::vector<const void*> inputs(n);
+  switch (task.coll) {
+    case Coll::kAllReduce:
+      for (int r = 0; r < n; ++r) inputs[r] = slot(r);
+      reduceMany(task.dtype, task.op, inputs.data(), n, out, task.count, divisor);
+      break;
+    case Coll::kReduceScatter: {
+      Range mine = shardRange(task.count, n, rank_);
+      for (int r = 0; r < n; ++r) inputs[r] = slot(r) + mine.start * elem;
+      reduceMany(task.dtype, task.op, inputs.data(), n, out, mine.size(), divisor);
+      break;
+    }
+    case Coll::kAllGather: {
+      size_t offset = 0;
+      for (int r = 0; r < n; ++r) {
+        size_t bytes = headers[r].count * elem;
+        const void* src = r == rank_ ? task.in : slot(r);
+        if (bytes && src != out + offset) std::memcpy(out + offset, src, bytes);
+        offset += bytes;
+      }
+      break;
+    }
+    case Coll::kBroadcast:
+      if (rank_ != task.root && task.count) {
+        std::memcpy(out, slot(task.root), task.count * elem);
+      }
+      break;
+    case Coll::kBarrier:
+      break;
+  }
+  // The slots may be rewritten once every peer has entered the next collective; no wait here.
+}
+
+void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) {
+  const int n = config_.size;
+  const size_t elem = dtypeSize(task.dtype);
+  const size_t segmentCount = config_.slotBytes / elem;
+  ShmPrims prims(*this, task.dtype, task.op);
+  auto in = static_cast<const char*>(task.in);
+  auto out = static_cast<char*>(task.out);
+  switch (task.coll) {
+    case Coll::kAllReduce:
+      ringAllReduce(prims, in, out, task.count, elem, rank_, n, segmentCount);
+      break;
+    case Coll::kReduceScatter:
+      ringReduceScatter(prims, in, out, task.count, elem, rank_, n, segmentCount);
+      break;
+    case Coll::kAllGather: {
+      std::vector<size_t> counts;
+      for (const CollHeader& h : headers) counts.push_back(h.count);
+      ringAllGather(prims, in, out, counts, elem, rank_, n, segmentCount);
+      break;
+    }
+    case Coll::kBroadcast:
+      ringBroadcast(prims, out, task.count, elem, rank_, n, task.root, segmentCount);
+      break;
+    case Coll::kBarrier:
+      break;
+  }
+}
+
+}  // namespace dpcore

@@ -1,0 +1,85 @@
+// The shared-memory communicator: ranks of one node, one segment, a FIFO into every rank from
+// its ring predecessor, and per-rank one-shot slots for small messages. It runs one collective
+// at a time (the worker serialises them); the Python layer has checked the arguments.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/shm_layout.h"
+#include "cpu/shm_segment.h"
+#include "dpcore/types.h"
+
+namespace dpcore {
+
+// kCountsOnly publishes headers only: all_gather without out= learns the shard sizes first.
+enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2 };
+
+struct Task {
+  Coll coll = Coll::kBarrier;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  Algo algo = Algo::kOneShot;
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;  // elements of in (all_gather: this rank's shard)
+  size_t total = 0;  // elements of the all_gather output; count otherwise
+};
+
+class ShmComm {
+ public:
+  ShmComm(const std::string& name, bool create, int rank, const ShmConfig& config,
+          double timeoutSeconds);
+  void unlinkSegment() { segment_->unlink(); }  // once every rank has mapped it
+
+  // Runs one collective; returns every rank's header (its call, as that rank made it).
+  std::vector<CollHeader> run(const Task& task);
+  // All ranks' all_gather shard sizes, through a header-only collective.
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine);
+
+  int rank() const { return rank_; }
+  int size() const { return config_.size; }
+  const ShmConfig& config() const { return config_; }
+  uint64_t sequence() const { return seq_; }
+  void setTimeout(double seconds) { timeout_ = seconds; }
+
+  // Waiting, shared with the primitives. `waitingFor` names the ranks a timeout blames.
+  template <class Ready>
+  void waitUntil(Ready ready, const std::vector<int>& waitingFor);
+  [[noreturn]] void fail(const std::string& why);
+
+  // Transport state the primitives use.
+  FifoControl* fifo(int r) const { return layout_.fifo(base_, r); }
+  char* fifoSlot(int r, uint64_t index) const { return layout_.fifoSlot(base_, r, index); }
+  uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
+  uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO
+
+ private:
+  void arrive(const Task& task, CollHeader& header);
+  std::vector<CollHeader> gatherHeaders(const CollHeader& mine);
+  void checkHeaders(const std::vector<CollHeader>& headers, const CollHeader& mine);
+  void checkPeers();
+  std::string describe(const CollHeader& h) const;
+  void runOneShot(const Task& task, const std::vector<CollHeader>& headers);
+  void runRing(const Task& task, const std::vector<CollHeader>& headers);
+
+  int rank_;
+  ShmConfig config_;
+  ShmLayout layout_;
+  std::unique_ptr<ShmSegment> segment_;
+  char* base_;
+  double timeout_;
+  uint64_t seq_ = 0;
+  const char* collName_ = "";  // of the collective in flight, for messages
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point lastPeerCheck_;
+  std::string brokenReason_;
+};
+
+}  // namespace dpcore
+
+#include "cpu/shm_wait.h"

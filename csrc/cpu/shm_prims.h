@@ -1,0 +1,88 @@
+// The ring's primitive verbs over shared-memory FIFOs. Rank r fills slots of rank r+1's FIFO
+// and empties its own. Flow control is two counters per FIFO with one writer each: the sender
+// may fill slot h once h - tail < slots; the receiver may read slot t once head > t. Release
+// stores after the data and acquire loads before it order the slot contents with the counters.
+#pragma once
+
+#include <cstring>
+
+#include "cpu/reduce.h"
+#include "cpu/shm_comm.h"
+
+namespace dpcore {
+
+class ShmPrims {
+ public:
+  ShmPrims(ShmComm& comm, DType dtype, ReduceOp op)
+      : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
+        next_((comm.rank() + 1) % comm.size()),
+        prev_((comm.rank() + comm.size() - 1) % comm.size()),
+        divisor_(op == ReduceOp::kAvg ? comm.size() : 0) {}
+
+  void send(const void* src, size_t count) {
+    std::memcpy(sendSlot(), src, count * elemSize_);
+    postSend();
+  }
+  void recv(void* dst, size_t count) {
+    std::memcpy(dst, recvSlot(), count * elemSize_);
+    postRecv();
+  }
+  void recvReduceSend(const void* src, size_t count) {
+    const char* in = recvSlot();
+    reduce2(dtype_, op_, in, src, sendSlot(), nullptr, count, 0);
+    postSend();
+    postRecv();
+  }
+  void recvReduceCopySend(const void* src, void* dst, size_t count) {
+    const char* in = recvSlot();
+    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_);
+    postSend();
+    postRecv();
+  }
+  void recvReduceCopy(const void* src, void* dst, size_t count) {
+    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_);
+    postRecv();
+  }
+  void recvCopySend(void* dst, size_t count) {
+    const char* in = recvSlot();
+    std::memcpy(sendSlot(), in, count * elemSize_);
+    std::memcpy(dst, in, count * elemSize_);
+    postSend();
+    postRecv();
+  }
+  void copySend(const void* src, void* dst, size_t count) {
+    std::memcpy(sendSlot(), src, count * elemSize_);
+    if (dst != src) std::memcpy(dst, src, count * elemSize_);
+    postSend();
+  }
+
+ private:
+  char* sendSlot() {
+    FifoControl* f = comm_.fifo(next_);
+    const uint64_t slots = comm_.config().fifoSlots, head = comm_.sendHead_;
+    comm_.waitUntil([&] { return head - f->tail.value.load(std::memory_order_acquire) < slots; },
+                    {next_});
+    return comm_.fifoSlot(next_, head);
+  }
+  void postSend() {
+    comm_.fifo(next_)->head.value.store(++comm_.sendHead_, std::memory_order_release);
+  }
+  const char* recvSlot() {
+    FifoControl* f = comm_.fifo(comm_.rank());
+    const uint64_t tail = comm_.recvTail_;
+    comm_.waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; }, {prev_});
+    return comm_.fifoSlot(comm_.rank(), tail);
+  }
+  void postRecv() {
+    comm_.fifo(comm_.rank())->tail.value.store(++comm_.recvTail_, std::memory_order_release);
+  }
+
+  ShmComm& comm_;
+  DType dtype_;
+  ReduceOp op_;
+  size_t elemSize_;
+  int next_, prev_;
+  int divisor_;  // n for avg: applied where a chunk's reduction completes
+};
+
+}  // namespace dpcore

@@ -1,0 +1,20 @@
+"""dpcore: from-scratch collectives for data-parallel training (see ../shared/API.md)."""
+from . import _C
+from .comm import Communicator, init
+from .sharding import shard_range
+from .work import Work
+
+__version__ = "0.1.0"
+
+CommError = _C.CommError
+CommError.__module__ = "dpcore"
+
+
+def build_info():
+    """What this build can do: {"cuda", "cuda_archs", "cuda_available", "version"}."""
+    info = dict(_C.build_info())
+    info["version"] = __version__
+    return info
+
+
+__all__ = ["CommError", "Communicator", "Work", "build_info", "init", "shard_range"]

@@ -1,0 +1,44 @@
+"""Turning user arrays into NumPy views without copies, and results back into the user's type."""
+import sys
+
+import numpy as np
+
+_KDL_CPU = 1
+
+
+def as_numpy(x, what="x"):
+    """(array, wrap): a NumPy view of x (no copy) and a function that turns a NumPy result back
+    into x's array type (None for NumPy input)."""
+    if isinstance(x, np.ndarray):
+        return x, None
+    if hasattr(x, "__dlpack__"):
+        device = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else _KDL_CPU
+        if device != _KDL_CPU:
+            raise NotImplementedError(
+                f"dpcore: {what} lives on a device (DLPack device type {device}); the CUDA "
+                "collectives are not built yet, only the CPU path is")
+        array = np.from_dlpack(x)
+        module = sys.modules.get(type(x).__module__.split(".")[0])
+        from_dlpack = getattr(module, "from_dlpack", None)
+        return array, from_dlpack
+    raise TypeError(f"dpcore: {what} must be a numpy.ndarray or export DLPack, not {type(x).__name__}")
+
+
+def check_contiguous(a, what):
+    if not a.flags.c_contiguous:
+        raise ValueError(f"dpcore: {what} must be C-contiguous (use numpy.ascontiguousarray)")
+
+
+def check_out(out, dtype, size, shape, what="out"):
+    """A NumPy view of the user's `out`, after checking it can take the result."""
+    o, _ = as_numpy(out, what)
+    if o.dtype != dtype:
+        raise TypeError(f"dpcore: {what} has dtype {o.dtype}, expected {dtype}")
+    if shape is not None and o.shape != shape:
+        raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
+    if o.size != size:
+        raise ValueError(f"dpcore: {what} has {o.size} elements, expected {size}")
+    check_contiguous(o, what)
+    if not o.flags.writeable:
+        raise ValueError(f"dpcore: {what} is read-only")
+    return o

@@ -1,0 +1,37 @@
+"""Work: the handle of an async collective, as torch.distributed returns."""
+
+
+class Work:
+    """The result of an `async_op=True` call: valid after `wait()`.
+
+    Holds the input and output arrays, so they stay alive while the collective runs."""
+
+    def __init__(self, job, result, *keep_alive):
+        self._job = job
+        self._result = result
+        self._keep_alive = keep_alive
+
+    def wait(self, timeout=None):
+        """Block until the collective is done and return its result. Raises the collective's
+        CommError if it failed, TimeoutError if `timeout` seconds pass first."""
+        if not self._job.wait(-1.0 if timeout is None else float(timeout)):
+            raise TimeoutError(f"dpcore: collective not done after {timeout} s (still running)")
+        self._keep_alive = ()
+        return self._result
+
+    def done(self):
+        return self._job.done()
+
+
+class DoneWork(Work):
+    """A Work whose collective already ran (transports without a background thread)."""
+
+    class _Finished:
+        def wait(self, timeout):
+            return True
+
+        def done(self):
+            return True
+
+    def __init__(self, result):
+        super().__init__(self._Finished(), result)
