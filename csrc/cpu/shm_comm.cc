@@ -95,7 +95,8 @@ void ShmComm::arrive(const Task& task, CollHeader& header) {
     size_t elem = dtypeSize(task.dtype);
     bool hasPayload = task.coll != Coll::kBroadcast || task.root == rank_;
     if (hasPayload && task.count) {
-      std::memcpy(layout_.oneShotSlot(base_, rank_, seq_), task.in, task.count * elem);
+      std::memcpy(layout_.oneShotSlot(base_, rank_, seq_) + header.align, task.in,
+                  task.count * elem);
     }
   }
   mine->arrived.value.store(seq_, std::memory_order_release);
@@ -134,6 +135,13 @@ void ShmComm::checkHeaders(const std::vector<CollHeader>& headers, const CollHea
   }
 }
 
+// The offset this rank's slot data takes (ShmLayout::kAlignSpan): that of the user buffer the
+// slot is copied from (one-shot publishes the input) or mostly copied into (ring).
+static uint32_t alignFor(const Task& task) {
+  bool input = task.algo != Algo::kRing || task.coll == Coll::kReduceScatter;
+  return ShmLayout::alignOf(input ? task.in : task.out);
+}
+
 std::vector<CollHeader> ShmComm::run(const Task& task) {
   if (!brokenReason_.empty()) {
     throw CommError("dpcore: communicator unusable after an earlier failure: " + brokenReason_);
@@ -154,7 +162,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     static_cast<int32_t>(task.op),
                     task.root,
                     static_cast<int32_t>(task.algo),
-                    0,
+                    alignFor(task),
                     task.count,
                     task.total};
   arrive(task, header);
@@ -190,7 +198,7 @@ std::vector<size_t> ShmComm::exchangeCounts(DType dtype, size_t mine) {
 void ShmComm::runOneShot(const Task& task, const std::vector<CollHeader>& headers) {
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
-  auto slot = [&](int r) { return layout_.oneShotSlot(base_, r, seq_); };
+  auto slot = [&](int r) { return layout_.oneShotSlot(base_, r, seq_) + headers[r].align; };
   char* out = static_cast<char*>(task.out);
   const int divisor = task.op == ReduceOp::kAvg ? n : 0;
   std::vector<const void*> inputs(n);
@@ -230,7 +238,7 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
   const size_t segmentCount = config_.slotBytes / elem;
-  ShmPrims prims(*this, task.dtype, task.op);
+  ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align);
   auto in = static_cast<const char*>(task.in);
   auto out = static_cast<char*>(task.out);
   switch (task.coll) {

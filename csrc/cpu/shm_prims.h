@@ -13,11 +13,13 @@ namespace dpcore {
 
 class ShmPrims {
  public:
-  ShmPrims(ShmComm& comm, DType dtype, ReduceOp op)
+  // sendAlign / recvAlign: where data sits in the next rank's slots and in ours (ShmLayout).
+  ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign)
       : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
         next_((comm.rank() + 1) % comm.size()),
         prev_((comm.rank() + comm.size() - 1) % comm.size()),
-        divisor_(op == ReduceOp::kAvg ? comm.size() : 0) {}
+        divisor_(op == ReduceOp::kAvg ? comm.size() : 0),
+        sendAlign_(sendAlign), recvAlign_(recvAlign) {}
 
   void send(const void* src, size_t count) {
     std::memcpy(sendSlot(), src, count * elemSize_);
@@ -62,7 +64,7 @@ class ShmPrims {
     const uint64_t slots = comm_.config().fifoSlots, head = comm_.sendHead_;
     comm_.waitUntil([&] { return head - f->tail.value.load(std::memory_order_acquire) < slots; },
                     {next_});
-    return comm_.fifoSlot(next_, head);
+    return comm_.fifoSlot(next_, head) + sendAlign_;
   }
   void postSend() {
     comm_.fifo(next_)->head.value.store(++comm_.sendHead_, std::memory_order_release);
@@ -71,7 +73,7 @@ class ShmPrims {
     FifoControl* f = comm_.fifo(comm_.rank());
     const uint64_t tail = comm_.recvTail_;
     comm_.waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; }, {prev_});
-    return comm_.fifoSlot(comm_.rank(), tail);
+    return comm_.fifoSlot(comm_.rank(), tail) + recvAlign_;
   }
   void postRecv() {
     comm_.fifo(comm_.rank())->tail.value.store(++comm_.recvTail_, std::memory_order_release);
@@ -83,6 +85,7 @@ class ShmPrims {
   size_t elemSize_;
   int next_, prev_;
   int divisor_;  // n for avg: applied where a chunk's reduction completes
+  uint32_t sendAlign_, recvAlign_;
 };
 
 }  // namespace dpcore

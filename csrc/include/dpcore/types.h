@@ -68,7 +68,7 @@ struct CollHeader {
   int32_t op;
   int32_t root;
   int32_t algo;
-  int32_t pad;
+  uint32_t align;  // where this rank's data sits in its slots: see ShmLayout::kAlignSpan
   uint64_t count;
   uint64_t total;
 };
