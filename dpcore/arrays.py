@@ -36,7 +36,7 @@ def check_out(out, dtype, size, shape, what="out"):
         raise TypeError(f"dpcore: {what} has dtype {o.dtype}, expected {dtype}")
     if shape is not None and o.shape != shape:
         raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
-    if o.size != size:
+    if size is not None and o.size != size:
         raise ValueError(f"dpcore: {what} has {o.size} elements, expected {size}")
     check_contiguous(o, what)
     if not o.flags.writeable:

@@ -2,6 +2,8 @@
 
 Every check happens before anything is sent, so bad local input raises TypeError/ValueError on
 the rank that made it and leaves the communicator usable; the peers never see the call.
+A backend runs the checked call: dpcore._C.ShmComm inside a node, or a transport from
+dpcore.transports.mpi; all take the same raw calls (run, submit, exchange_counts, drain).
 """
 import itertools
 import os
@@ -11,7 +13,7 @@ import numpy as np
 
 from . import _C
 from .arrays import as_numpy, check_contiguous, check_out
-from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, FLOATING, OPS,
+from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, DTYPES, FLOATING, OPS,
                      REDUCE_SCATTER, dtype_code)
 from .sharding import shard_range
 from .work import Work
@@ -28,10 +30,6 @@ _ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 32 << 10))
 _segment_ids = itertools.count()
 
 
-def _default_timeout():
-    return float(os.environ.get("DPCORE_TIMEOUT", 300))
-
-
 class Communicator:
     """A group of ranks and the collectives among them (see ../shared/API.md)."""
 
@@ -40,79 +38,61 @@ class Communicator:
     def __init__(self, mpi_comm=None, timeout=None):
         from mpi4py import MPI
 
-        self.timeout = _default_timeout() if timeout is None else float(timeout)
+        if timeout is None:
+            timeout = float(os.environ.get("DPCORE_TIMEOUT", 300))
+        self.timeout = float(timeout)
         self._mpi = (mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup()
         self.rank, self.size = self._mpi.Get_rank(), self._mpi.Get_size()
         node_size = int(os.environ.get("DPCORE_NODE_SIZE", 0))
-        if node_size > 0:
+        if node_size > 0:  # virtual nodes: exercises the between-node path on one machine
             self._node = self._mpi.Split(self.rank // node_size, self.rank)
         else:
             self._node = self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = self._node.Get_rank(), self._node.Get_size()
         self.transport = self._choose_transport()
         self._pending = []
-        self._shm = self._connect_shm()
+        self._backend = self._connect()
 
     def _choose_transport(self):
         wanted = os.environ.get("DPCORE_TRANSPORT", "auto")
-        one_node = self._mpi.allreduce(self.local_size == self.size, op=_mpi_land())
-        if wanted in ("auto", "shm"):
-            if one_node:
-                return "shm"
-            if wanted == "shm":
-                raise ValueError("DPCORE_TRANSPORT=shm, but the ranks do not all share a node")
-        elif wanted != "mpi":
+        if wanted not in ("auto", "shm", "mpi"):
             raise ValueError(f"DPCORE_TRANSPORT={wanted!r}: expected auto, shm or mpi")
-        raise NotImplementedError(
-            "dpcore: the between-node (mpi) transport is not built yet; run all ranks on one "
-            "node with DPCORE_TRANSPORT=auto or shm")
+        one_node = self._mpi.allreduce(self.local_size == self.size, op=_mpi_land())
+        if wanted == "shm" and not one_node:
+            raise ValueError("DPCORE_TRANSPORT=shm, but the ranks do not all share a node")
+        if wanted == "mpi":
+            return "mpi"
+        return "shm" if one_node else "shm+mpi"
 
-    def _connect_shm(self):
-        """Local rank 0 creates the segment; its name and sizes travel over MPI; every rank maps
-        it; then it is unlinked, so it vanishes with the last rank however the job ends."""
-        node = self._node
-        if node.Get_rank() == 0:
-            name = f"/dpcore-{os.getpid()}-{next(_segment_ids)}-{secrets.token_hex(4)}"
-            config = (name, _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES)
-        else:
-            config = None
-        name, slots, slot_bytes, one_shot_bytes = node.bcast(config, root=0)
-        shm, error = None, None
-        if node.Get_rank() == 0:
-            try:
-                shm = _C.ShmComm(name, True, 0, self.size, slots, slot_bytes, one_shot_bytes,
-                                 self.timeout)
-            except Exception as e:  # report on every rank instead of leaving peers waiting
-                error = e
-        if not node.allreduce(error is None, op=_mpi_land()):
-            raise RuntimeError(f"dpcore: cannot create shared memory {name}: {error}")
-        if node.Get_rank() != 0:
-            try:
-                shm = _C.ShmComm(name, False, self.rank, self.size, slots, slot_bytes,
-                                 one_shot_bytes, self.timeout)
-            except Exception as e:
-                error = e
-        all_mapped = node.allreduce(error is None, op=_mpi_land())
-        if shm is not None:
-            shm.unlink()
-        if not all_mapped:
-            raise RuntimeError(f"dpcore: cannot map shared memory {name}: {error}")
-        self._one_shot_bytes = one_shot_bytes
-        return shm
+    def _connect(self):
+        if self.transport == "shm":
+            return _connect_shm(self._node, self.timeout)
+        from .transports.mpi import HierarchicalTransport, MpiTransport
+
+        if self.transport == "mpi":
+            return MpiTransport(self._mpi, self.timeout)
+        node_shm = _connect_shm(self._node, self.timeout)
+        return HierarchicalTransport(self._mpi, self._node, node_shm, self.timeout)
 
     # -- collectives ------------------------------------------------------------------------
 
     def all_reduce(self, x, op="sum", out=None, algo="auto", async_op=False):
-        a, wrap = as_numpy(x)
+        a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
         dtype, opc = self._check_reduction(a, op)
-        out_a = np.empty_like(a) if out is None else check_out(out, a.dtype, a.size, a.shape)
-        result = out if out is not None else (wrap(out_a) if wrap else out_a)
-        algo_code = self._algo(algo, a.nbytes)
-        return self._launch(ALL_REDUCE, dtype, opc, 0, algo_code, a, out_a, a.size, a.size,
-                            result, async_op)
+        if out is None:
+            out_a = np.empty_like(a)
+            result = wrap(out_a) if wrap else out_a
+        elif out is x:  # in place: x was checked above, but must be writable
+            if not a.flags.writeable:
+                raise ValueError("dpcore: out is read-only")
+            out_a, result = a, out
+        else:
+            out_a, result = check_out(out, a.dtype, a.size, a.shape), out
+        return self._launch(ALL_REDUCE, dtype, opc, 0, self._algo(algo, a.nbytes), a, out_a,
+                            a.size, a.size, result, async_op)
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):
-        a, wrap = as_numpy(x)
+        a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
         dtype, opc = self._check_reduction(a, op)
         start, stop = shard_range(a.size, self.size, self.rank)
         if out is None:
@@ -120,49 +100,49 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a, result = check_out(out, a.dtype, stop - start, None), out
-        algo_code = self._algo(algo, a.nbytes)
-        return self._launch(REDUCE_SCATTER, dtype, opc, 0, algo_code, a, out_a, a.size, a.size,
-                            result, async_op)
+        return self._launch(REDUCE_SCATTER, dtype, opc, 0, self._algo(algo, a.nbytes), a, out_a,
+                            a.size, a.size, result, async_op)
 
     def all_gather(self, s, out=None, async_op=False, algo="auto"):
-        a, wrap = as_numpy(s, "shard")
+        a, wrap = (s, None) if type(s) is np.ndarray else as_numpy(s, "shard")
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "shard")
         a = a.reshape(-1)
         if out is None:
             self._reap()
-            total = sum(self._shm.exchange_counts(dtype, a.size))
+            total = sum(self._checked_backend().exchange_counts(dtype, a.size))
             out_a = np.empty(total, a.dtype)
             result = wrap(out_a) if wrap else out_a
         else:
-            o, _ = as_numpy(out, "out")
-            out_a, result = check_out(out, a.dtype, o.size, None), out
-            out_a = out_a.reshape(-1)
-        algo_code = self._algo(algo, out_a.nbytes)
-        return self._launch(ALL_GATHER, dtype, 0, 0, algo_code, a, out_a, a.size, out_a.size,
-                            result, async_op)
+            out_a = check_out(out, a.dtype, None, None).reshape(-1)
+            result = out
+        return self._launch(ALL_GATHER, dtype, 0, 0, self._algo(algo, out_a.nbytes), a, out_a,
+                            a.size, out_a.size, result, async_op)
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
-        a, _ = as_numpy(x)
+        a, _ = (x, None) if type(x) is np.ndarray else as_numpy(x)
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "x")
         if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
             raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {self.size})")
         if not a.flags.writeable:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
-        algo_code = self._algo(algo, a.nbytes)
-        return self._launch(BROADCAST, dtype, 0, int(root), algo_code, a, a, a.size, a.size, x,
-                            async_op)
+        return self._launch(BROADCAST, dtype, 0, int(root), self._algo(algo, a.nbytes), a, a,
+                            a.size, a.size, x, async_op)
 
     def barrier(self):
         empty = np.empty(0, np.uint8)
-        self._launch(BARRIER, 5, 0, 0, 0, empty, empty, 0, 0, None, False)
+        self._launch(BARRIER, DTYPES[empty.dtype], 0, 0, 0, empty, empty, 0, 0, None, False)
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _check_reduction(self, a, op):
-        dtype = dtype_code(a.dtype)
-        check_contiguous(a, "x")
+    @staticmethod
+    def _check_reduction(a, op):
+        dtype = DTYPES.get(a.dtype)
+        if dtype is None:
+            dtype_code(a.dtype)  # raises the full message
+        if not a.flags.c_contiguous:
+            check_contiguous(a, "x")
         opc = OPS.get(op)
         if opc is None:
             raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")
@@ -170,40 +150,46 @@ class Communicator:
             raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {a.dtype}")
         return dtype, opc
 
-    def _algo(self, algo, nbytes):
+    @staticmethod
+    def _algo(algo, nbytes):
         if algo == "auto":
             return 0 if nbytes <= _ONE_SHOT_MAX else 1
         code = ALGORITHMS.get(algo)
         if code is None:
             raise ValueError(f"dpcore: unknown algo {algo!r}; expected auto or one of "
                              f"{', '.join(ALGORITHMS)}")
-        if code == 0 and nbytes > self._one_shot_bytes:
-            raise ValueError(f"dpcore: algo 'one_shot' takes at most {self._one_shot_bytes} "
+        if code == 0 and nbytes > _ONE_SHOT_BYTES:
+            raise ValueError(f"dpcore: algo 'one_shot' takes at most {_ONE_SHOT_BYTES} "
                              f"bytes per rank, got {nbytes}")
         return code
 
-    def _launch(self, coll, dtype, op, root, algo, a, out_a, count, total, result, async_op):
-        if self._shm is None:
+    def _checked_backend(self):
+        if self._backend is None:
             raise ValueError("dpcore: the communicator is closed")
+        return self._backend
+
+    def _launch(self, coll, dtype, op, root, algo, a, out_a, count, total, result, async_op):
+        backend = self._checked_backend()
         if not async_op:
-            self._shm.run(coll, dtype, op, root, algo, a, out_a, count, total)
+            backend.run(coll, dtype, op, root, algo, a, out_a, count, total)
             return result
         self._reap()
-        work = Work(self._shm.submit(coll, dtype, op, root, algo, a, out_a, count, total),
+        work = Work(backend.submit(coll, dtype, op, root, algo, a, out_a, count, total),
                     result, a, out_a)
-        self._pending.append(work)
+        self._pending.append(work)  # keeps the arrays alive even if the caller drops the Work
         return work
 
     def _reap(self):
-        self._pending = [w for w in self._pending if not w.done()]
+        if self._pending:
+            self._pending = [w for w in self._pending if not w.done()]
 
     def close(self):
         """Finish queued collectives, unmap the segment, free the MPI communicators."""
-        if self._shm is None:
+        if self._backend is None:
             return
-        self._shm.drain()
+        self._backend.drain()
         self._pending = []
-        self._shm = None
+        self._backend = None
         for c in (self._node, self._mpi):
             c.Free()
 
@@ -216,6 +202,37 @@ class Communicator:
     def __repr__(self):
         return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
                 f"{self.local_rank}/{self.local_size} transport={self.transport}>")
+
+
+def _connect_shm(node, timeout):
+    """A shared-memory communicator over the ranks of `node` (an MPI communicator whose ranks
+    share memory). Local rank 0 creates the segment; its name and sizes travel over MPI; every
+    rank maps it; then it is unlinked, so it vanishes with the last rank however the job ends."""
+    rank, size = node.Get_rank(), node.Get_size()
+    config = None
+    if rank == 0:
+        name = f"/dpcore-{os.getpid()}-{next(_segment_ids)}-{secrets.token_hex(4)}"
+        config = (name, _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES)
+    name, slots, slot_bytes, one_shot_bytes = node.bcast(config, root=0)
+
+    def attach(create):
+        try:
+            return _C.ShmComm(name, create, rank, size, slots, slot_bytes, one_shot_bytes,
+                              timeout), None
+        except Exception as e:  # reported on every rank instead of leaving peers waiting
+            return None, e
+
+    shm, error = attach(True) if rank == 0 else (None, None)
+    if not node.allreduce(error is None, op=_mpi_land()):
+        raise RuntimeError(f"dpcore: cannot create shared memory {name}: {error}")
+    if rank != 0:
+        shm, error = attach(False)
+    all_mapped = node.allreduce(error is None, op=_mpi_land())
+    if shm is not None:
+        shm.unlink()
+    if not all_mapped:
+        raise RuntimeError(f"dpcore: cannot map shared memory {name}: {error}")
+    return shm
 
 
 def _mpi_land():

@@ -238,7 +238,12 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
   const size_t segmentCount = config_.slotBytes / elem;
-  ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align);
+  // Outputs beyond this size are streamed past the cache (copyOut); smaller ones stay cached
+  // for whoever reads them next.
+  constexpr size_t kStreamBytes = 4 << 20;
+  const size_t outBytes = (task.coll == Coll::kReduceScatter ? task.count / n : task.total) * elem;
+  ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align,
+                 outBytes >= kStreamBytes);
   auto in = static_cast<const char*>(task.in);
   auto out = static_cast<char*>(task.out);
   switch (task.coll) {

@@ -14,19 +14,22 @@ namespace dpcore {
 class ShmPrims {
  public:
   // sendAlign / recvAlign: where data sits in the next rank's slots and in ours (ShmLayout).
-  ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign)
+  // streamOut: write the user's output with non-temporal stores (large outputs; see copyOut).
+  ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign,
+           bool streamOut)
       : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
         next_((comm.rank() + 1) % comm.size()),
         prev_((comm.rank() + comm.size() - 1) % comm.size()),
         divisor_(op == ReduceOp::kAvg ? comm.size() : 0),
-        sendAlign_(sendAlign), recvAlign_(recvAlign) {}
+        sendAlign_(sendAlign), recvAlign_(recvAlign), streamOut_(streamOut) {}
+  ~ShmPrims() { if (streamOut_) storeFence(); }
 
   void send(const void* src, size_t count) {
     std::memcpy(sendSlot(), src, count * elemSize_);
     postSend();
   }
   void recv(void* dst, size_t count) {
-    std::memcpy(dst, recvSlot(), count * elemSize_);
+    copyOut(dst, recvSlot(), count * elemSize_, streamOut_);
     postRecv();
   }
   void recvReduceSend(const void* src, size_t count) {
@@ -37,24 +40,24 @@ class ShmPrims {
   }
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     const char* in = recvSlot();
-    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_);
+    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_, streamOut_);
     postSend();
     postRecv();
   }
   void recvReduceCopy(const void* src, void* dst, size_t count) {
-    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_);
+    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_, streamOut_);
     postRecv();
   }
   void recvCopySend(void* dst, size_t count) {
     const char* in = recvSlot();
     std::memcpy(sendSlot(), in, count * elemSize_);
-    std::memcpy(dst, in, count * elemSize_);
+    copyOut(dst, in, count * elemSize_, streamOut_);
     postSend();
     postRecv();
   }
   void copySend(const void* src, void* dst, size_t count) {
     std::memcpy(sendSlot(), src, count * elemSize_);
-    if (dst != src) std::memcpy(dst, src, count * elemSize_);
+    if (dst != src) copyOut(dst, src, count * elemSize_, streamOut_);
     postSend();
   }
 
@@ -86,6 +89,7 @@ class ShmPrims {
   int next_, prev_;
   int divisor_;  // n for avg: applied where a chunk's reduction completes
   uint32_t sendAlign_, recvAlign_;
+  bool streamOut_;
 };
 
 }  // namespace dpcore
