@@ -1,0 +1,270 @@
+"""The four collectives as nccl-tests' hooks, for the one harness in harness.py.
+
+Each collective supplies (as nccl-tests' src/<coll>.cu does):
+  sizes(count, n)        -> (send_count, recv_count, count): elements each rank sends and
+                            receives for a `-b/-e` size of `count` elements, and nccl-tests'
+                            "count" column (per rank for reduce_scatter and all_gather);
+  init(send, case)       -> fill this rank's input (exact integer values, see below);
+  expected(case)         -> the output this rank must receive, computed locally;
+  bus_factor(n)          -> busbw / algbw, from nccl-tests' doc/PERFORMANCE.md;
+plus run (dpcore) and run_mpi (mpi4py on the same buffers, for --compare mpi).
+
+Inputs are integers chosen so that every result is exact in the dtype (sums stay within the
+dtype's exact-integer range, products are powers of two that cannot overflow), so `#wrong` counts
+elements whose bits differ, with no tolerance. A value depends on the element's global index
+(period _PERIOD, a prime, so a chunk moved to the wrong place shows) and on the rank.
+"""
+import math
+
+import numpy as np
+
+from ..dtypes import bfloat16
+from ..sharding import shard_range
+
+_PERIOD = 4099
+
+# Largest magnitude up to which every integer is exact in the dtype (ints: their range).
+_EXACT = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53,
+          "int8": 127, "uint8": 255, "int32": 2 ** 31 - 1, "int64": 2 ** 62}
+# How many factors of 2 a product may hold without overflow.
+_MAX_TWOS = {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023,
+             "int8": 6, "uint8": 7, "int32": 30, "int64": 62}
+_VALUE_CAP = 2 ** 40  # keeps int64/float64 patterns and their sums easy to reason about
+
+
+class Case:
+    """One row of the table: what every hook needs to know."""
+
+    def __init__(self, dtype, op, root, algo, n, rank, count, sizes):
+        self.dtype, self.op, self.root, self.algo = dtype, op, root, algo
+        self.n, self.rank, self.count = n, rank, count
+        self.send_count, self.recv_count, self.count_column = sizes
+        self.dtype_name = dtype_name(dtype)
+
+
+def dtype_name(dtype):
+    return "bfloat16" if bfloat16 is not None and dtype == bfloat16 else np.dtype(dtype).name
+
+
+# -- exact input patterns -------------------------------------------------------------------
+
+def _table(case, rank):
+    """The values of `rank` over one period of global indices, as float64 or int64."""
+    name, n = case.dtype_name, case.n
+    j = np.arange(_PERIOD, dtype=np.uint64)
+    if case.op == "prod":  # mostly 1, a 2 where few enough ranks put one
+        every = max(3, math.ceil(n / _MAX_TWOS[name]))
+        return np.where((j + np.uint64(rank)) % np.uint64(every) == 0, 2, 1).astype(np.int64)
+    hi = min(_EXACT[name], _VALUE_CAP)
+    if case.op in ("sum", "avg"):
+        hi //= n  # the sum over n ranks stays exact
+    lo = 0 if name == "uint8" or case.op in ("sum", "avg") else -hi
+    span = np.uint64(max(hi - lo + 1, 1))
+    mixed = (j * np.uint64(2654435761) + np.uint64(rank * 40503 + 12345)) % span
+    return mixed.astype(np.int64) + lo
+
+
+def _tile(table, dtype, start, stop):
+    """table[i % _PERIOD] for global indices i in [start, stop), in dtype."""
+    shifted = np.roll(table, -(start % _PERIOD)).astype(dtype)
+    return np.resize(shifted, max(stop - start, 0))
+
+
+def _reduced_table(case):
+    tables = [_table(case, r) for r in range(case.n)]
+    floating = case.dtype_name.startswith(("float", "bfloat"))
+    tables = [t.astype(np.float64 if floating else np.int64) for t in tables]
+    if case.op == "max":
+        return np.maximum.reduce(tables)
+    if case.op == "min":
+        return np.minimum.reduce(tables)
+    if case.op == "prod":
+        return np.multiply.reduce(tables)
+    total = np.add.reduce(tables)
+    if case.op == "avg":  # as dpcore computes it: the exact sum divided in the arithmetic type
+        arith = np.float64 if case.dtype_name == "float64" else np.float32
+        return total.astype(arith) / arith(case.n)
+    return total
+
+
+def _fill_shard_of(case, rank, out, start):
+    """out[:] = rank's input at global indices [start, start + out.size)."""
+    out[...] = _tile(_table(case, rank), case.dtype, start, start + out.size)
+
+
+# -- MPI datatypes and ops ------------------------------------------------------------------
+
+_MPI_NAMES = {"float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "uint8": "UINT8_T",
+              "int32": "INT32_T", "int64": "INT64_T"}
+_MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM"}
+
+
+def mpi_supported(coll, case):
+    """Whether MPI can run this case: it has no float16/bfloat16 reduction."""
+    return not coll.reduces or case.dtype_name in _MPI_NAMES
+
+
+def _mpi_buf(a, case):
+    from mpi4py import MPI
+
+    if case.dtype_name in _MPI_NAMES:
+        return [a, getattr(MPI, _MPI_NAMES[case.dtype_name])]
+    return [a.view(np.uint16), MPI.UINT16_T]  # moving 16-bit floats needs no arithmetic
+
+
+def _mpi_op(case):
+    from mpi4py import MPI
+
+    return getattr(MPI, _MPI_OPS[case.op])  # avg is timed as MPI's SUM
+
+
+def _counts(total, n):
+    return [b - a for a, b in (shard_range(total, n, r) for r in range(n))]
+
+
+# -- the collectives ------------------------------------------------------------------------
+
+class AllReduce:
+    name, reduces, rooted, in_place_only = "all_reduce", True, False, False
+
+    @staticmethod
+    def sizes(count, n):
+        return count, count, count
+
+    @staticmethod
+    def init(send, case):
+        _fill_shard_of(case, case.rank, send, 0)
+
+    @staticmethod
+    def expected(case):
+        return _tile(_reduced_table(case), case.dtype, 0, case.recv_count)
+
+    @staticmethod
+    def bus_factor(n):
+        return 2 * (n - 1) / n
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        comm.all_reduce(send, op=case.op, out=recv, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        source = MPI.IN_PLACE if in_place else _mpi_buf(send, case)
+        mpi_comm.Allreduce(source, _mpi_buf(recv, case), _mpi_op(case))
+
+
+class ReduceScatter:
+    name, reduces, rooted, in_place_only = "reduce_scatter", True, False, False
+
+    @staticmethod
+    def sizes(count, n):  # nccl-tests: recvcount = count / n per rank, sendcount = n of those
+        per_rank = count // n
+        return per_rank * n, per_rank, per_rank
+
+    @staticmethod
+    def init(send, case):
+        _fill_shard_of(case, case.rank, send, 0)
+
+    @staticmethod
+    def expected(case):
+        start, stop = shard_range(case.send_count, case.n, case.rank)
+        return _tile(_reduced_table(case), case.dtype, start, stop)
+
+    @staticmethod
+    def bus_factor(n):
+        return (n - 1) / n
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        comm.reduce_scatter(send, op=case.op, out=recv, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        # In place, MPI leaves the rank's result at the front of the buffer, not at its shard;
+        # the data moved and reduced are the same, which is what is timed here.
+        source = MPI.IN_PLACE if in_place else _mpi_buf(send, case)
+        target = _mpi_buf(send if in_place else recv, case)
+        counts = _counts(case.send_count, case.n)
+        if len(set(counts)) == 1:
+            mpi_comm.Reduce_scatter_block(source, target, _mpi_op(case))
+        else:
+            mpi_comm.Reduce_scatter(source, target, counts, _mpi_op(case))
+
+
+class AllGather:
+    name, reduces, rooted, in_place_only = "all_gather", False, False, False
+
+    @staticmethod
+    def sizes(count, n):  # nccl-tests: sendcount = count / n per rank, recvcount = n of those
+        per_rank = count // n
+        return per_rank, per_rank * n, per_rank
+
+    @staticmethod
+    def init(send, case):
+        start, _ = shard_range(case.recv_count, case.n, case.rank)
+        _fill_shard_of(case, case.rank, send, start)
+
+    @staticmethod
+    def expected(case):
+        out = np.empty(case.recv_count, case.dtype)
+        for r in range(case.n):
+            start, stop = shard_range(case.recv_count, case.n, r)
+            _fill_shard_of(case, r, out[start:stop], start)
+        return out
+
+    @staticmethod
+    def bus_factor(n):
+        return (n - 1) / n
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        comm.all_gather(send, out=recv, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        source = MPI.IN_PLACE if in_place else _mpi_buf(send, case)
+        counts = _counts(case.recv_count, case.n)
+        if len(set(counts)) == 1:
+            mpi_comm.Allgather(source, _mpi_buf(recv, case))
+        else:
+            target = _mpi_buf(recv, case)
+            mpi_comm.Allgatherv(source, [target[0], counts, target[1]])
+
+
+class Broadcast:
+    # dpcore's broadcast is in place, so both columns time the in-place call (nccl-tests
+    # prints both as well).
+    name, reduces, rooted, in_place_only = "broadcast", False, True, True
+
+    @staticmethod
+    def sizes(count, n):
+        return count, count, count
+
+    @staticmethod
+    def init(send, case):  # every rank starts from its own values; only the root's survive
+        _fill_shard_of(case, case.rank, send, 0)
+
+    @staticmethod
+    def expected(case):
+        return _tile(_table(case, case.root), case.dtype, 0, case.recv_count)
+
+    @staticmethod
+    def bus_factor(n):
+        return 1.0
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        comm.broadcast(recv, root=case.root, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        mpi_comm.Bcast(_mpi_buf(recv, case), root=case.root)
+
+
+COLLECTIVES = {c.name: c for c in (AllReduce, ReduceScatter, AllGather, Broadcast)}

@@ -1,0 +1,409 @@
+"""The nccl-tests harness (src/common.cu), once for all collectives.
+
+For each size from -b to -e (times -f): allocate, fill exact inputs, call once untimed, then for
+out-of-place and in-place time ITERS back-to-back calls after a barrier and keep the slowest
+rank's time (MPI MAX of the elapsed times), as nccl-tests does. With --compare mpi the same
+buffers go through MPI's own collective, alternating with ours block by block; with --repeat R
+each block runs R times and the medians are reported. With -c 1 the data are re-initialised and
+the collective runs once more, and every rank counts the elements whose bits differ from the
+result it computed itself; #wrong is the sum over ranks.
+
+algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from ..comm import Communicator
+from ..dtypes import DTYPES, parse_dtype
+from ..sharding import shard_range
+from .collectives import COLLECTIVES, Case, dtype_name, mpi_supported
+
+# A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
+# take fewer iterations and the default sweep stays short on a small machine.
+_AUTO_ITER_BYTES = 256 << 20
+_DEFAULT_ITERS = 20
+
+_DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+                  "fp32": "float32", "double": "float64", "fp64": "float64", "char": "int8",
+                  "int": "int32"}
+_OPS = ("sum", "prod", "max", "min", "avg")
+
+
+def parse_size(text):
+    """Bytes from nccl-tests' notation: 8, 1K, 64M, 1G (powers of 1024; an optional B)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kKmMgG]?)[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 8, 1K, 64M, 1G)")
+    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(float(m.group(1)) * unit)
+
+
+def _dtype_names(text):
+    if text == "all":
+        return [dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get)]
+    name = _DTYPE_ALIASES.get(text, text)
+    try:
+        dtype = parse_dtype(name)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}: {e}")
+    if dtype not in DTYPES:
+        names = ", ".join(dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get))
+        raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}; supported: {names}")
+    return [name]
+
+
+def _op_names(text):
+    if text == "all":
+        return list(_OPS)
+    if text not in _OPS:
+        raise argparse.ArgumentTypeError(f"unknown op {text!r}; expected {', '.join(_OPS)}, all")
+    return [text]
+
+
+def parser(collective=None):
+    p = argparse.ArgumentParser(
+        prog=f"{collective}_perf" if collective else "python -m dpcore.bench",
+        description="nccl-tests style benchmark of dpcore's collectives; run under mpiexec -n N")
+    if collective is None:
+        p.add_argument("collective", choices=list(COLLECTIVES))
+    p.add_argument("-b", "--minbytes", type=parse_size, default=8, help="default 8")
+    p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"),
+                   help="default 64M")
+    p.add_argument("-f", "--stepfactor", type=int, default=4,
+                   help="multiply the size by this each step (default 4; 1: add -i)")
+    p.add_argument("-i", "--stepbytes", type=parse_size, default=parse_size("1M"),
+                   help="bytes added per step when -f is 1 (default 1M)")
+    p.add_argument("-n", "--iters", type=int, default=None,
+                   help=f"timed calls per block (default {_DEFAULT_ITERS}, fewer for sizes "
+                        f"above {_AUTO_ITER_BYTES // _DEFAULT_ITERS >> 20} MiB; "
+                        "a given -n is used as is)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="default 5")
+    p.add_argument("-c", "--check", type=int, default=1,
+                   help="check results (count wrong elements) this many times, default 1")
+    p.add_argument("-d", "--datatype", type=_dtype_names, default=["float32"],
+                   help="float32 (default), float16, bfloat16, float64, int8, uint8, int32, "
+                        "int64, or all")
+    p.add_argument("-o", "--op", type=_op_names, default=["sum"],
+                   help="sum (default), prod, max, min, avg, or all")
+    p.add_argument("-r", "--root", type=int, default=0, help="broadcast root (default 0)")
+    algos = ("auto",) + tuple(Communicator.algorithms)
+    p.add_argument("-a", "--algo", default="auto", choices=algos,
+                   help=f"{', '.join(algos)} (default auto)")
+    p.add_argument("--compare", choices=["mpi"], default=None,
+                   help="also time MPI's own collective on the same buffers, alternating")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each timed block this many times (alternating) and report medians")
+    p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
+    return p
+
+
+def _sizes(args):
+    size = args.minbytes
+    while size <= args.maxbytes:
+        yield size
+        if args.stepfactor > 1:
+            size *= args.stepfactor
+        else:
+            size += max(args.stepbytes, 1)
+
+
+def _iters(args, nbytes):
+    if args.iters is not None:
+        return args.iters
+    return max(2, min(_DEFAULT_ITERS, _AUTO_ITER_BYTES // max(nbytes, 1)))
+
+
+class Bench:
+    """One run: a communicator, an MPI communicator for timing and comparison, the options."""
+
+    def __init__(self, comm, coll, args):
+        from mpi4py import MPI
+
+        self.comm, self.coll, self.args = comm, coll, args
+        self.mpi = MPI.COMM_WORLD.Dup()
+        self.max_op = MPI.MAX
+        self.n, self.rank = self.mpi.Get_size(), self.mpi.Get_rank()
+        self.rows = []
+
+    def say(self, text=""):
+        if self.rank == 0:
+            print(text, flush=True)
+
+    # -- measuring ----------------------------------------------------------------------------
+
+    def _timed(self, call, iters):
+        """Seconds per call of the slowest rank, over iters back-to-back calls."""
+        self.mpi.Barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            call()
+        elapsed = time.perf_counter() - start
+        return self.mpi.allreduce(elapsed, op=self.max_op) / max(iters, 1)
+
+    def _buffers(self, case, in_place):
+        """(send, recv) as nccl-tests lays them out: in place, the smaller is the rank's shard
+        of the larger (reduce_scatter: out = x[start:stop]; all_gather: s = out[start:stop])."""
+        if not (in_place or self.coll.in_place_only):
+            return np.empty(case.send_count, case.dtype), np.empty(case.recv_count, case.dtype)
+        big = np.empty(max(case.send_count, case.recv_count), case.dtype)
+        if case.send_count == case.recv_count:
+            return big, big
+        small = min(case.send_count, case.recv_count)
+        start, stop = shard_range(big.size, self.n, self.rank)
+        assert stop - start == small
+        view = big[start:stop]
+        return (big, view) if case.send_count > case.recv_count else (view, big)
+
+    def _fill(self, case, send, recv, expected):
+        """Poison the output (every element wrong), then write the input (which may overlap)."""
+        if expected is not None:
+            bits = _bits(recv)
+            bits[...] = _bits(expected) ^ 1
+        self.coll.init(send, case)
+
+    def _wrong(self, case, send, recv, expected):
+        self._fill(case, send, recv, expected)
+        self.coll.run(self.comm, send, recv, case)
+        local = int(np.count_nonzero(_bits(recv) != _bits(expected)))
+        return self.mpi.allreduce(local)
+
+    def measure(self, case, in_place):
+        """{time, mpi_time, wrong} for one placement of one row; times in seconds."""
+        args, coll = self.args, self.coll
+        send, recv = self._buffers(case, in_place)
+        expected = coll.expected(case) if args.check > 0 else None
+        self._fill(case, send, recv, expected)
+        ours = lambda: coll.run(self.comm, send, recv, case)  # noqa: E731
+        compare = args.compare == "mpi" and mpi_supported(coll, case)
+        theirs = lambda: coll.run_mpi(self.mpi, send, recv, case, in_place)  # noqa: E731
+        iters = _iters(args, max(case.send_count, case.recv_count) * case.dtype.itemsize)
+        ours()
+        if compare:
+            theirs()
+        times, mpi_times = [], []
+        for _ in range(max(args.repeat, 1)):  # alternate: ours, MPI, ours, MPI, ...
+            times.append(self._timed(ours, iters))
+            if compare:
+                mpi_times.append(self._timed(theirs, iters))
+        wrong = None
+        for _ in range(args.check):
+            wrong = self._wrong(case, send, recv, expected)
+            if wrong:
+                break
+        return {"time": statistics.median(times), "iters": iters, "wrong": wrong,
+                "mpi_time": statistics.median(mpi_times) if mpi_times else None}
+
+    def warm_up(self, case_for):
+        """nccl-tests' warm-up: -w calls at the largest, then the smallest size."""
+        sizes = list(_sizes(self.args))
+        for nbytes in (sizes[-1], sizes[0]) if sizes else ():
+            case = case_for(nbytes)
+            send, recv = self._buffers(case, in_place=False)
+            self.coll.init(send, case)
+            for _ in range(self.args.warmup_iters):
+                try:
+                    self.coll.run(self.comm, send, recv, case)
+                except ValueError:  # e.g. past -a one_shot's limit; the sweep will say so
+                    break
+                if self.args.compare == "mpi" and mpi_supported(self.coll, case):
+                    self.coll.run_mpi(self.mpi, send, recv, case, False)
+
+    # -- one (dtype, op) sweep, as nccl-tests' TimeTest -----------------------------------------
+
+    def time_test(self, dtype_text, op):
+        coll, args = self.coll, self.args
+        dtype = parse_dtype(dtype_text)
+        op_name = op if coll.reduces else "none"
+        root = args.root if coll.rooted else -1
+
+        def case_for(nbytes):
+            count = nbytes // dtype.itemsize
+            return Case(dtype, op, max(root, 0), args.algo, self.n, self.rank, count,
+                        coll.sizes(count, self.n))
+
+        factor = coll.bus_factor(self.n)
+        self.warm_up(case_for)
+        for nbytes in _sizes(args):
+            case = case_for(nbytes)
+            size = max(case.send_count, case.recv_count) * dtype.itemsize
+            row = {"collective": coll.name, "nranks": self.n, "size": size,
+                   "count": case.count_column, "type": case.dtype_name, "redop": op_name,
+                   "root": root, "algo": args.algo, "transport": self.comm.transport}
+            for label, in_place in (("oop", False), ("ip", True)):
+                m = self.measure(case, in_place)
+                row[f"{label}_iters"] = m["iters"]
+                row.update(_columns(label, size, m["time"], factor))
+                row[f"{label}_wrong"] = m["wrong"]
+                if args.compare == "mpi":  # ratio = our busbw / MPI's = MPI's time / ours
+                    row.update(_columns(f"{label}_mpi", size, m["mpi_time"], factor))
+                    row[f"{label}_ratio"] = (m["mpi_time"] / m["time"]
+                                             if m["mpi_time"] and m["time"] else None)
+            self.rows.append(row)
+            self.say(_format_row(row, args.compare == "mpi"))
+
+    # -- header and summary -------------------------------------------------------------------
+
+    def header(self):
+        a = self.args
+        step = f"{a.stepfactor}(factor)" if a.stepfactor > 1 else f"{a.stepbytes}(bytes)"
+        iters = a.iters if a.iters is not None else f"{_DEFAULT_ITERS}(auto)"
+        self.say(f"# dpcore.bench {self.coll.name}  nranks {self.n}  minBytes {a.minbytes} "
+                 f"maxBytes {a.maxbytes} step: {step} warmup iters: {a.warmup_iters} "
+                 f"iters: {iters} validation: {a.check} algo: {a.algo} "
+                 f"compare: {a.compare or 'none'} repeat: {a.repeat}")
+        self.say("#")
+        self.say("# Using devices")
+        c = self.comm
+        line = (f"#  Rank {self.rank:2d} Pid {os.getpid():6d} on {socket.gethostname():>10s} "
+                f"transport {c.transport} local rank {c.local_rank}/{c.local_size}")
+        lines = self.mpi.gather(line, root=0)
+        if self.rank == 0:
+            print("\n".join(lines), flush=True)
+        self.say("#")
+        self.say(_table_header(a.compare == "mpi"))
+
+    def summary(self):
+        wrong = sum(r[f"{p}_wrong"] or 0 for r in self.rows for p in ("oop", "ip"))
+        bws = [r[f"{p}_busbw"] for r in self.rows for p in ("oop", "ip")]
+        avg = sum(bws) / len(bws) if bws else 0.0
+        self.say(f"# Out of bounds values : {wrong} {'FAILED' if wrong else 'OK'}")
+        self.say(f"# Avg bus bandwidth    : {avg:g}")
+        result = {"wrong": wrong, "avg_busbw": avg}
+        if self.args.compare == "mpi":
+            mpi = [r[f"{p}_mpi_busbw"] for r in self.rows for p in ("oop", "ip")
+                   if r.get(f"{p}_mpi_busbw") is not None]
+            mpi_avg = sum(mpi) / len(mpi) if mpi else None
+            self.say(f"# Avg MPI bus bandwidth: "
+                     f"{'n/a' if mpi_avg is None else format(mpi_avg, 'g')}"
+                     "   (MPI columns: in-place; out-of-place ones are in --json)")
+            result["avg_mpi_busbw"] = mpi_avg
+        self.say("#")
+        return result
+
+
+def _bits(a):
+    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def _columns(prefix, size, seconds, factor):
+    """time (us), algbw = size / time and busbw = algbw * factor (GB/s); None when not run."""
+    if seconds is None:
+        return {f"{prefix}_time_us": None, f"{prefix}_algbw": None, f"{prefix}_busbw": None}
+    algbw = size / seconds / 1e9 if seconds > 0 else 0.0
+    return {f"{prefix}_time_us": seconds * 1e6, f"{prefix}_algbw": algbw,
+            f"{prefix}_busbw": algbw * factor}
+
+
+# -- the table, in nccl-tests' layout ---------------------------------------------------------
+
+_PARAMS = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
+_BLOCK = "  {:>7}  {:>6}  {:>6}  {:>6}"
+_MPI_BLOCK = "  {:>8}  {:>9}  {:>5}"
+
+
+def _table_header(compare):
+    params_width = len(_PARAMS.format(*[""] * 5))
+    block_width = len(_BLOCK.format(*[""] * 4))
+    meta = "#" + " " * (params_width - 1) + "out-of-place".center(block_width)
+    meta += "in-place".center(block_width)
+    names = "#" + _PARAMS.format("size", "count", "type", "redop", "root")[1:]
+    units = "#" + _PARAMS.format("(B)", "(elements)", "", "", "")[1:]
+    for _ in range(2):
+        names += _BLOCK.format("time", "algbw", "busbw", "#wrong")
+        units += _BLOCK.format("(us)", "(GB/s)", "(GB/s)", "")
+    if compare:
+        meta += "MPI in-place".center(len(_MPI_BLOCK.format(*[""] * 3)))
+        names += _MPI_BLOCK.format("mpi time", "mpi busbw", "ratio")
+        units += _MPI_BLOCK.format("(us)", "(GB/s)", "")
+    return "\n".join((meta.rstrip(), names, units.rstrip()))
+
+
+def _time_text(us):
+    if us is None:
+        return "n/a"
+    return f"{us:.0f}" if us >= 10000 else f"{us:.1f}" if us >= 100 else f"{us:.2f}"
+
+
+def _num(x, spec=".2f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def _format_row(row, compare):
+    text = _PARAMS.format(row["size"], row["count"], row["type"], row["redop"], row["root"])
+    for p in ("oop", "ip"):
+        wrong = row[f"{p}_wrong"]
+        text += _BLOCK.format(_time_text(row[f"{p}_time_us"]), _num(row[f"{p}_algbw"]),
+                              _num(row[f"{p}_busbw"]), "n/a" if wrong is None else wrong)
+    if compare:
+        text += _MPI_BLOCK.format(_time_text(row["ip_mpi_time_us"]),
+                                  _num(row["ip_mpi_busbw"]), _num(row["ip_ratio"]))
+    return text
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+def main(argv=None, collective=None):
+    """Run the benchmark; returns the exit status (1 when any element was wrong)."""
+    import dpcore
+
+    p = parser(collective)
+    args = p.parse_args(argv)
+    if args.minbytes > args.maxbytes:
+        p.error(f"invalid sizes: -b {args.minbytes} > -e {args.maxbytes}")
+    iters = 1 if args.iters is None else args.iters
+    if min(args.stepfactor, args.repeat, iters) < 1 or min(args.warmup_iters, args.check) < 0:
+        p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
+    coll = COLLECTIVES[collective or args.collective]
+    ops = args.op if coll.reduces else ["sum"]
+    with dpcore.init() as comm:
+        bench = Bench(comm, coll, args)
+        if coll.rooted and not 0 <= args.root < bench.n:
+            bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
+            return 2
+        bench.header()
+        for dtype_text in args.datatype:
+            for op in ops:
+                if op == "avg" and parse_dtype(dtype_text).kind in "iu":
+                    continue  # avg needs a floating dtype
+                try:
+                    bench.time_test(dtype_text, op)
+                except ValueError as e:  # e.g. -a one_shot past its size: same on every rank
+                    bench.say(f"# {dtype_text} {op}: stopped: {e}")
+        result = bench.summary()
+        if args.json and bench.rank == 0:
+            one = lambda names: names[0] if len(names) == 1 else names  # noqa: E731
+            doc = {"collective": coll.name, "nranks": bench.n, "dtype": one(args.datatype),
+                   "op": one(ops) if coll.reduces else None, "algo": args.algo,
+                   "transport": comm.transport, "compare": args.compare,
+                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        bench.mpi.Free()
+    return 1 if result["wrong"] else 0
+
+
+def run(argv=None, collective=None):
+    """main(), but an exception on one rank aborts the whole job instead of hanging the rest."""
+    try:
+        status = main(argv, collective)
+    except SystemExit:
+        raise
+    except BaseException:
+        import traceback
+
+        from mpi4py import MPI
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        if MPI.COMM_WORLD.Get_size() > 1:
+            MPI.COMM_WORLD.Abort(1)
+        raise
+    sys.exit(status)
