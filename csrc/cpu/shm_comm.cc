@@ -82,12 +82,10 @@ std::string ShmComm::describe(const CollHeader& h) const {
 
 // Publishes this rank's header (and, for one-shot, its payload) for collective seq_.
 void ShmComm::arrive(const Task& task, CollHeader& header) {
-  std::vector<int> all;
-  for (int r = 0; r < config_.size; ++r) all.push_back(r);
   // Peers may still read what we published for seq-2 in this parity until they enter seq-1.
   for (int r = 0; r < config_.size; ++r) {
     Counter& arrived = layout_.rank(base_, r)->arrived;
-    waitUntil([&] { return arrived.value.load(std::memory_order_acquire) + 1 >= seq_; }, {r});
+    waitUntil([&] { return arrived.value.load(std::memory_order_acquire) + 1 >= seq_; }, r);
   }
   RankControl* mine = layout_.rank(base_, rank_);
   mine->header[seq_ % 2] = header;
@@ -102,14 +100,30 @@ void ShmComm::arrive(const Task& task, CollHeader& header) {
   mine->arrived.value.store(seq_, std::memory_order_release);
 }
 
+std::string ShmComm::ranksBehind(uint64_t seq) const {
+  std::string list;
+  int count = 0;
+  for (int r = 0; r < config_.size; ++r) {
+    if (layout_.rank(base_, r)->arrived.value.load(std::memory_order_acquire) < seq) {
+      list += (count++ ? ", " : "") + std::to_string(r);
+    }
+  }
+  return (count == 1 ? "rank " : "ranks ") + list;
+}
+
 std::vector<CollHeader> ShmComm::gatherHeaders(const CollHeader& mine) {
+  auto allArrived = [&] {
+    for (int r = 0; r < config_.size; ++r) {
+      if (layout_.rank(base_, r)->arrived.value.load(std::memory_order_acquire) < seq_) {
+        return false;
+      }
+    }
+    return true;
+  };
+  waitUntil(allArrived, [&] { return ranksBehind(seq_); });
   std::vector<CollHeader> headers(config_.size);
   for (int r = 0; r < config_.size; ++r) {
-    RankControl* peer = layout_.rank(base_, r);
-    if (r != rank_) {
-      waitUntil([&] { return peer->arrived.value.load(std::memory_order_acquire) >= seq_; }, {r});
-    }
-    headers[r] = r == rank_ ? mine : peer->header[seq_ % 2];
+    headers[r] = r == rank_ ? mine : layout_.rank(base_, r)->header[seq_ % 2];
   }
   return headers;
 }
@@ -165,6 +179,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     alignFor(task),
                     task.count,
                     task.total};
+  checkAbort();
   arrive(task, header);
   std::vector<CollHeader> headers = gatherHeaders(header);
   checkHeaders(headers, header);

@@ -47,10 +47,20 @@ class ShmComm {
   uint64_t sequence() const { return seq_; }
   void setTimeout(double seconds) { timeout_ = seconds; }
 
-  // Waiting, shared with the primitives. `waitingFor` names the ranks a timeout blames.
+  // Waiting, shared with the primitives. blame() names the ranks a timeout blames ("rank 1").
+  template <class Ready, class Blame>
+  void waitUntil(Ready ready, Blame blame);
   template <class Ready>
-  void waitUntil(Ready ready, const std::vector<int>& waitingFor);
+  void waitUntil(Ready ready, int peer) {
+    waitUntil(ready, [peer] { return "rank " + std::to_string(peer); });
+  }
   [[noreturn]] void fail(const std::string& why);
+  void checkAbort() {  // another rank failed: stop, and say why
+    SegmentControl* control = layout_.control(base_);
+    if (control->abort.value.load(std::memory_order_acquire) != 0) {
+      fail(std::string("aborted: ") + control->reason);
+    }
+  }
 
   // Transport state the primitives use.
   FifoControl* fifo(int r) const { return layout_.fifo(base_, r); }
@@ -60,6 +70,7 @@ class ShmComm {
 
  private:
   void arrive(const Task& task, CollHeader& header);
+  std::string ranksBehind(uint64_t seq) const;  // "ranks 1, 3": not yet arrived at seq
   std::vector<CollHeader> gatherHeaders(const CollHeader& mine);
   void checkHeaders(const std::vector<CollHeader>& headers, const CollHeader& mine);
   void checkPeers();

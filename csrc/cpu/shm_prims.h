@@ -66,7 +66,7 @@ class ShmPrims {
     FifoControl* f = comm_.fifo(next_);
     const uint64_t slots = comm_.config().fifoSlots, head = comm_.sendHead_;
     comm_.waitUntil([&] { return head - f->tail.value.load(std::memory_order_acquire) < slots; },
-                    {next_});
+                    next_);
     return comm_.fifoSlot(next_, head) + sendAlign_;
   }
   void postSend() {
@@ -75,7 +75,7 @@ class ShmPrims {
   const char* recvSlot() {
     FifoControl* f = comm_.fifo(comm_.rank());
     const uint64_t tail = comm_.recvTail_;
-    comm_.waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; }, {prev_});
+    comm_.waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; }, prev_);
     return comm_.fifoSlot(comm_.rank(), tail) + recvAlign_;
   }
   void postRecv() {

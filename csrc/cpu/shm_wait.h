@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <sstream>
 
 namespace dpcore {
 
@@ -19,8 +20,8 @@ inline void cpuRelax() {
 #endif
 }
 
-template <class Ready>
-void ShmComm::waitUntil(Ready ready, const std::vector<int>& waitingFor) {
+template <class Ready, class Blame>
+void ShmComm::waitUntil(Ready ready, Blame blame) {
   constexpr int kSpins = 256;
   for (int i = 0; i < kSpins; ++i) {
     if (ready()) return;
@@ -28,21 +29,17 @@ void ShmComm::waitUntil(Ready ready, const std::vector<int>& waitingFor) {
   }
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  SegmentControl* control = layout_.control(base_);
   bool longWait = false;
   for (uint64_t iter = 1;; ++iter) {
     if (ready()) return;
-    if (control->abort.value.load(std::memory_order_acquire) != 0) {
-      fail(std::string("aborted: ") + control->reason);
-    }
+    checkAbort();
     if (iter % 64 == 0) {
       const auto now = Clock::now();
       if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) checkPeers();
       if (now > deadline_) {
-        std::string who;
-        for (int r : waitingFor) who += (who.empty() ? "" : ", ") + std::to_string(r);
-        fail("timed out after " + std::to_string(timeout_) + " s waiting for rank(s) [" + who +
-             "]");
+        std::ostringstream why;
+        why << "timed out after " << timeout_ << " s waiting for " << blame();
+        fail(why.str());
       }
       longWait = now - start > std::chrono::milliseconds(20);
     }
