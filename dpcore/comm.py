@@ -188,6 +188,9 @@ class Communicator:
         if self._backend is None:
             return
         self._backend.drain()
+        close = getattr(self._backend, "close", None)
+        if close is not None:  # a transport's thread and communicators
+            close()
         self._pending = []
         self._backend = None
         for c in (self._node, self._mpi):

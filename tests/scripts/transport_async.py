@@ -1,0 +1,62 @@
+"""Async collectives on the between-node transports progress on their own: a rank that issues
+one and then computes (never polling) does not hold up a peer waiting in a blocking call;
+Work.wait(timeout) gives up with TimeoutError while a peer is late, and succeeds later; the
+background thread ends when idle and a new one starts for the next async call.
+
+Usage: mpiexec -n K python -m mpi4py transport_async.py   (K >= 2)
+"""
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import dpcore
+from checks import Checker
+
+world = MPI.COMM_WORLD
+comm = dpcore.init(timeout=60)
+rank, size = comm.rank, comm.size
+check = Checker(rank)
+backend = comm._backend
+backend._queue._IDLE_SECONDS = 0.5  # before the first async call starts the thread
+x = np.arange(100_003, dtype=np.float32)
+want = x * size
+
+# 1. Rank 0 issues async and sleeps; the others' blocking calls complete meanwhile.
+world.Barrier()
+if rank == 0:
+    w = comm.all_reduce(x, async_op=True)
+    time.sleep(1.5)  # computing, not polling
+    check.true(w.done(), "async all_reduce done while its rank slept")
+    check.equal(w.wait(), want, "async all_reduce issued before sleeping")
+else:
+    start = time.monotonic()
+    check.equal(comm.all_reduce(x), want, "blocking all_reduce against a sleeping rank")
+    elapsed = time.monotonic() - start
+    check.true(elapsed < 1.0, f"blocking all_reduce took {elapsed:.2f} s: the sleeping rank's "
+                              "async call did not progress on its own")
+
+# 2. wait(timeout) while a peer is late: TimeoutError, not done; later it completes.
+world.Barrier()
+if rank == 0:
+    w = comm.all_reduce(x, op="max", async_op=True)
+    try:
+        w.wait(timeout=0.2)
+        check.true(False, "wait(timeout=0.2) returned while rank 1 was still away")
+    except TimeoutError:
+        check.true(not w.done(), "not done() after wait timed out")
+    world.Barrier()  # now let rank 1 call
+    check.equal(w.wait(timeout=30), x, "async all_reduce after a wait that timed out")
+else:
+    world.Barrier()
+    check.equal(comm.all_reduce(x, op="max"), x, "late all_reduce")
+
+# 3. The background thread ends when idle, and a new one serves the next async call.
+time.sleep(backend._queue._IDLE_SECONDS + 0.5)
+check.true(backend._queue._thread is None, "the background thread ended after idling")
+works = [comm.all_reduce(x[:k], async_op=True) for k in (5, 50_000, 7)]
+for k, w in zip((5, 50_000, 7), works):
+    check.equal(w.wait(timeout=30), want[:k], f"async all_reduce of {k} after the thread ended")
+
+comm.close()
+check.finish()
