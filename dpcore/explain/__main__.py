@@ -1,0 +1,35 @@
+"""python -m dpcore.explain COLLECTIVE --ranks N [--algo ALGO] [--count N]: no MPI needed."""
+import argparse
+import sys
+
+from ..cost.formulas import ALGORITHMS, COLLECTIVES
+from . import simulate
+from .render import render
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m dpcore.explain", description=__doc__)
+    parser.add_argument("coll", choices=COLLECTIVES)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--algo", choices=ALGORITHMS, default="ring")
+    parser.add_argument("--count", type=int, default=None,
+                        help="elements in the whole buffer (default 262144 per rank)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--root", type=int, default=0, help="broadcast root")
+    parser.add_argument("--local-size", type=int, default=None,
+                        help="ranks per node for hierarchical (default: 2 nodes or more)")
+    parser.add_argument("--segments", type=int, default=None,
+                        help="segments of the broadcast chains (default: as many as ranks)")
+    args = parser.parse_args(argv)
+    count = args.count if args.count is not None else 262144 * args.ranks
+    try:
+        sim = simulate(args.coll, args.algo, args.ranks, count, args.dtype, args.root,
+                       args.local_size, args.segments)
+    except ValueError as e:
+        parser.error(str(e))
+    print(render(sim))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

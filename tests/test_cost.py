@@ -1,0 +1,232 @@
+"""dpcore.cost: formulas against hand-computed cases, the ZeRO paper's example, the fit, the CLI."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dpcore.cost import (ALGORITHMS, COLLECTIVES, Cost, Params, best_algorithm, cost, crossover,
+                         fit, fit_line, predict, zero_memory)
+from dpcore.cost.fit import Sample, fit_per_algorithm
+from dpcore.cost.memory import min_ranks
+from dpcore.cost.scaling import predict_scaling as scaling
+
+S = 8000.0
+
+
+def same(a, b):
+    return all(math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-9)
+               for x, y in zip(vars(a).values(), vars(b).values()))
+
+
+@pytest.mark.parametrize("algo, coll, n, want", [
+    # ring: chunk S/n per step
+    ("ring", "all_reduce", 4, Cost(6, 2 * 3 / 4 * S, 3 / 4 * S)),
+    ("ring", "reduce_scatter", 4, Cost(3, 3 / 4 * S, 3 / 4 * S)),
+    ("ring", "all_gather", 4, Cost(3, 3 / 4 * S)),
+    # one_shot: write S, read n S, reduce (n-1) S
+    ("one_shot", "all_reduce", 4, Cost(1, 5 * S, 3 * S)),
+    ("one_shot", "reduce_scatter", 4, Cost(1, 2 * S, 3 / 4 * S)),
+    ("one_shot", "all_gather", 4, Cost(1, S)),
+    ("one_shot", "broadcast", 4, Cost(1, 2 * S)),
+    # recursive doubling: log2 n exchanges of S; 6 ranks fold 2 extra ranks onto a core of 4
+    ("recursive_doubling", "all_reduce", 8, Cost(3, 3 * S, 3 * S)),
+    ("recursive_doubling", "all_reduce", 6, Cost(4, 4 * S, 3 * S)),
+    ("recursive_doubling", "reduce_scatter", 8, Cost(3, 7 / 8 * S, 7 / 8 * S)),
+    ("recursive_doubling", "all_gather", 8, Cost(3, 7 / 8 * S)),
+    ("recursive_doubling", "broadcast", 5, Cost(3, 3 * S)),
+    # Rabenseifner: 2 log2 n steps, the ring's bytes
+    ("rabenseifner", "all_reduce", 8, Cost(6, 2 * 7 / 8 * S, 7 / 8 * S)),
+    ("rabenseifner", "broadcast", 8, Cost(6, 2 * 7 / 8 * S)),
+    # binary tree of 7: two full levels, each parent serves 2 children one after the other
+    ("binary_tree", "broadcast", 7, Cost(4, 4 * S)),
+    ("binary_tree", "all_reduce", 7, Cost(8, 8 * S, 4 * S)),
+    ("binary_tree", "broadcast", 8, Cost(5, 5 * S)),
+    # parameter server: n-1 messages in, n-1 out
+    ("naive", "all_reduce", 4, Cost(6, 6 * S, 3 * S)),
+    ("naive", "reduce_scatter", 4, Cost(6, 3 * S + 3 * S / 4, 3 * S)),
+    ("naive", "all_gather", 4, Cost(6, 3 * S)),
+    ("naive", "broadcast", 4, Cost(3, 3 * S)),
+])
+def test_hand_computed(algo, coll, n, want):
+    assert same(cost(coll, algo, S, n), want)
+
+
+def test_ring_broadcast_is_a_pipelined_chain():
+    # 4 ranks, 4 segments of S/4: the last segment leaves at step 3 and arrives 2 steps later
+    assert same(cost("broadcast", "ring", S, 4, segment=S / 4), Cost(6, 6 * S / 4))
+    # one segment: no pipelining, n-1 hops of S
+    assert same(cost("broadcast", "ring", S, 4, segment=S), Cost(3, 3 * S))
+
+
+def test_hierarchical_all_reduce():
+    # 2 nodes x 4: ring reduce-scatter + all-gather inside (3 + 3 steps of S/4), ring
+    # all-reduce of S/4 between the 2 nodes (2 steps of S/8 on the slow link)
+    c = cost("all_reduce", "hierarchical", S, 8, local_size=4)
+    assert same(c, Cost(6, 6 / 4 * S, 3 / 4 * S + 1 / 2 * S / 4, 2, 2 / 2 * S / 4))
+    fast, slow = Params(1e-6, 1e-11), Params(1e-6, 1e-11, 0, 1e-5, 1e-10)
+    assert predict("all_reduce", "hierarchical", S, 8, slow, local_size=4) > \
+        predict("all_reduce", "hierarchical", S, 8, fast, local_size=4)
+    with pytest.raises(ValueError):
+        cost("all_reduce", "hierarchical", S, 6, local_size=4)
+
+
+def test_ring_all_reduce_time_is_the_textbook_formula():
+    # T = 2(n-1) alpha + 2(n-1)/n S / B, the issue's headline
+    p, n, nbytes = Params.from_rates(5, 10), 8, 1e8
+    want = 2 * (n - 1) * 5e-6 + 2 * (n - 1) / n * nbytes / 10e9
+    assert math.isclose(predict("all_reduce", "ring", nbytes, n, p), want)
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS)
+@pytest.mark.parametrize("coll", COLLECTIVES)
+def test_one_rank_costs_nothing_and_costs_grow_with_size(algo, coll):
+    kw = {"local_size": 1} if algo == "hierarchical" else {}
+    assert same(cost(coll, algo, S, 1, **kw), Cost())
+    p = Params(1e-6, 1e-10, 1e-10)
+    assert predict(coll, algo, 2 * S, 4, p, local_size=2) >= \
+        predict(coll, algo, S, 4, p, local_size=2) > 0
+
+
+def test_crossover_one_shot_ring_matches_algebra():
+    # 2 ranks: one_shot = a + 3 S b + S g, ring = 2a + S b + S/2 g; equal at S = a / (2b + g/2)
+    p = Params(alpha=4e-6, beta=2e-10, gamma=1e-10)
+    x = crossover("all_reduce", "one_shot", "ring", 2, p)
+    assert math.isclose(x, p.alpha / (2 * p.beta + p.gamma / 2), rel_tol=1e-3)
+    assert crossover("all_reduce", "ring", "rabenseifner", 8, Params(0, 1e-10)) is None
+
+
+def test_best_algorithm_small_latency_large_bandwidth():
+    p = Params.from_rates(5, 10, 40)
+    algo, reason = best_algorithm("all_reduce", 1024, 8, p, ["one_shot", "ring"])
+    assert algo == "one_shot" and "latency-bound" in reason and "ring" in reason
+    algo, reason = best_algorithm("all_reduce", 64 << 20, 8, p, ["one_shot", "ring"])
+    assert algo == "ring" and "bandwidth-bound" in reason
+    algo, _ = best_algorithm("all_reduce", 1024, 8, p, ["one_shot", "ring"],
+                             limits={"one_shot": 512})
+    assert algo == "ring"
+    per_algo = {"one_shot": Params(1e-6, 1e-9), "ring": Params(1e-5, 1e-10)}
+    assert best_algorithm("all_reduce", 64, 2, per_algo, ["one_shot", "ring"])[0] == "one_shot"
+    assert "\n" not in reason
+
+
+# -- ZeRO memory ------------------------------------------------------------------------------
+
+def test_zero_paper_example():
+    # ZeRO paper, figure 1: 7.5 B parameters, 64 ranks, mixed-precision Adam
+    totals = [zero_memory(7.5e9, 64, s)["total"] / 1e9 for s in range(4)]
+    assert [round(t, 1) for t in totals] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_zero_stages_and_precisions():
+    m = zero_memory(70e9, 8, 2)
+    assert m["params"] == 140e9 and m["grads"] == 140e9 / 8 and m["optimizer"] == 12 * 70e9 / 8
+    assert zero_memory(1e9, 4, 0, "fp32")["total"] == 16e9
+    assert zero_memory(1e9, 4, 3, "fp32")["total"] == 4e9
+    assert min_ranks(70e9, 2, 80e9) is None          # 140 GB of fp16 weights never fit
+    assert min_ranks(70e9, 3, 80e9) == 14             # 16 psi / N <= 80 GB
+    assert min_ranks(7.5e9, 1, 80e9) == 2             # 30 GB + 90 GB / N <= 80 GB
+
+
+# -- scaling ----------------------------------------------------------------------------------
+
+def test_weak_scaling_by_hand():
+    link = Params.from_rates(10, 25)
+    rows = scaling(1e9, [1, 8], link, step_flops=1e14, flops_per_rank=1e14, grad_bytes=2)
+    assert rows[0].efficiency == 1 and rows[0].comm == 0
+    comm = 14 * 10e-6 + 2 * 7 / 8 * 2e9 / 25e9
+    assert math.isclose(rows[1].comm, comm)
+    assert math.isclose(rows[1].efficiency, 1 / (1 + comm))
+    overlapped = scaling(1e9, [8], link, 1e14, 1e14, 2, overlap=True)[0]
+    assert overlapped.exposed < rows[1].exposed and overlapped.efficiency > rows[1].efficiency
+    strong = scaling(1e9, [8, 64], link, 1e14, 1e14, 2, strong=True)
+    assert strong[1].efficiency < strong[0].efficiency
+
+
+# -- fit --------------------------------------------------------------------------------------
+
+def synthetic(params_by_algo, n=2, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for algo, p in params_by_algo.items():
+        for coll in ("all_reduce", "all_gather"):
+            for nbytes in [1 << k for k in range(8, 25, 2)]:
+                t = predict(coll, algo, nbytes, n, p) * (1 + noise * rng.standard_normal())
+                out.append(Sample(coll, algo, n, nbytes, t))
+    return out
+
+
+def test_fit_line_recovers_intercept_and_slope():
+    x = np.array([1e3, 1e4, 1e5, 1e6])
+    a, b = fit_line(x, 3e-6 + 2e-10 * x)
+    assert math.isclose(a, 3e-6, rel_tol=1e-9) and math.isclose(b, 2e-10, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_fit_recovers_known_alpha_beta_gamma(n):
+    # one_shot always takes one step, so its overhead and alpha are one number: truth has none
+    truth = {"ring": Params(3e-6, 1.5e-10, 6e-11, overhead=2e-5),
+             "one_shot": Params(1e-6, 5e-11, 2e-11)}
+    got = fit_per_algorithm(synthetic(truth, n))
+    for algo, p in truth.items():
+        for k in ("alpha", "beta", "gamma", "overhead"):
+            assert math.isclose(getattr(got[algo], k), getattr(p, k), rel_tol=1e-6,
+                                abs_tol=1e-15), (algo, k)
+
+
+def test_fit_with_noise_and_with_only_all_reduce():
+    truth = Params(3e-6, 1.5e-10, 6e-11)
+    got = fit(synthetic({"ring": truth}, 4, noise=0.03))
+    assert abs(got.alpha / truth.alpha - 1) < 0.15 and abs(got.beta / truth.beta - 1) < 0.15
+    # all_reduce alone cannot tell beta from gamma, nor alpha from a per-call overhead: gamma
+    # and overhead stay 0, beta and alpha take their share
+    only = [s for s in synthetic({"ring": truth}, 4) if s.coll == "all_reduce"]
+    got = fit(only)
+    assert got.gamma == 0 and got.overhead == 0 and got.beta > truth.beta
+    assert all(math.isclose(predict(s.coll, s.algo, s.nbytes, s.n, got), s.seconds,
+                            rel_tol=1e-6) for s in only)
+
+
+# -- the command line -------------------------------------------------------------------------
+
+def run(*args, timeout=60):
+    r = subprocess.run([sys.executable, "-m", "dpcore.cost", *args], capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_cli_memory():
+    out = run("memory", "--params", "7.5e9", "--ranks", "64")
+    for gb in ("120.0 GB", "31.4 GB", "16.6 GB", "1.9 GB"):
+        assert gb in out
+    out = run("memory", "--params", "70e9", "--ranks", "8", "--stage", "2")
+    assert "140.0 GB" in out and "weights alone" in out and "never" in out
+    assert "fp32" in run("memory", "--params", "1e9", "--ranks", "8", "--precision", "fp32")
+
+
+def test_cli_scaling_and_predict():
+    out = run("scaling", "--params", "1.3e9", "--ranks", "1,8,64,1024", "--bandwidth", "25",
+              "--latency", "10", "--flops-per-rank", "150e12")
+    assert "efficiency" in out and "weak scaling" in out and "1024" in out
+    assert "hierarchical" in run("scaling", "--hierarchical", "8", "--overlap")
+    out = run("predict", "all_reduce", "--ranks", "8", "--alpha", "5", "--bandwidth", "10")
+    assert "best by the model" in out and "rabenseifner" in out
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")
+def test_cli_fit_under_mpiexec(tmp_path):
+    out_file = tmp_path / "cost.json"
+    r = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "dpcore.cost", "fit",
+                        "--quick", "--out", str(out_file)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, DPCORE_TIMEOUT="60"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out_file.read_text())
+    assert doc["ranks"] == 2 and set(doc["algorithms"]) == {"one_shot", "ring"}
+    for p in doc["algorithms"].values():
+        assert p["alpha"] >= 0 and p["beta"] > 0 and p["gamma"] >= 0
+    assert "fitted" in r.stdout
