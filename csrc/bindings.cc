@@ -81,7 +81,7 @@ std::vector<std::tuple<std::string, size_t, size_t>> ringTrace(const std::string
   else if (coll == "broadcast") ringBroadcast(p, base, count, 1, rank, n, root, segmentCount);
   else throw std::invalid_argument("unknown collective " + coll);
   std::vector<std::tuple<std::string, size_t, size_t>> out;
-  for (const TraceEvent& e : p.events) out.emplace_back(e.verb, e.start, e.count);
+  for (const VerbRecord& e : p.events) out.emplace_back(e.verb, e.start, e.count);
   return out;
 }
 
@@ -125,6 +125,18 @@ PYBIND11_MODULE(_C, m) {
           }, py::call_guard<py::gil_scoped_release>())
       .def("drain", &Comm::drain, py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", [](Comm& c, double s) { c.shm().setTimeout(s); })
+      .def("enable_trace", [](Comm& c, bool on) { c.shm().tracer_.enabled = on; })
+      // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
+      .def("take_trace", [](Comm& c) {
+            py::gil_scoped_release release;
+            c.drain();
+            std::vector<std::tuple<std::string, int64_t, int64_t, uint64_t, int, uint64_t>> out;
+            for (const TraceEvent& e : c.shm().tracer_.events) {
+              out.emplace_back(e.name, e.startUs, e.durationUs, e.seq, e.step, e.bytes);
+            }
+            c.shm().tracer_.events.clear();
+            return out;
+          })
       .def_property_readonly("sequence", [](Comm& c) { return c.shm().sequence(); });
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,

@@ -17,11 +17,29 @@ def as_numpy(x, what="x"):
             raise NotImplementedError(
                 f"dpcore: {what} lives on a device (DLPack device type {device}); the CUDA "
                 "collectives are not built yet, only the CPU path is")
-        array = np.from_dlpack(x)
         module = sys.modules.get(type(x).__module__.split(".")[0])
         from_dlpack = getattr(module, "from_dlpack", None)
-        return array, from_dlpack
+        if str(getattr(x, "dtype", "")).endswith("bfloat16"):
+            return _bfloat16_view(x, from_dlpack)
+        return np.from_dlpack(x), from_dlpack
     raise TypeError(f"dpcore: {what} must be a numpy.ndarray or export DLPack, not {type(x).__name__}")
+
+
+def _bfloat16_view(x, from_dlpack):
+    """NumPy has no DLPack code for bfloat16: move the bits as int16 and view them as
+    ml_dtypes.bfloat16 (both ways), still without a copy."""
+    from .dtypes import bfloat16
+
+    if bfloat16 is None or not hasattr(x, "view"):
+        raise TypeError("dpcore: bfloat16 arrays need ml_dtypes (pip install ml_dtypes)")
+    bits_dtype = getattr(sys.modules.get(type(x).__module__.split(".")[0]), "int16", np.int16)
+    array = np.from_dlpack(x.view(bits_dtype)).view(bfloat16)
+    original = x.dtype
+
+    def wrap(result):
+        return from_dlpack(result.view(np.int16)).view(original)
+
+    return array, wrap
 
 
 def check_contiguous(a, what):

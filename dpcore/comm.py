@@ -11,7 +11,7 @@ import secrets
 
 import numpy as np
 
-from . import _C
+from . import _C, trace
 from .arrays import as_numpy, check_contiguous, check_out
 from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, DTYPES, FLOATING, OPS,
                      REDUCE_SCATTER, dtype_code)
@@ -21,7 +21,8 @@ from .work import Work
 ALGORITHMS = {"one_shot": 0, "ring": 1}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
-_FIFO_SLOTS = int(os.environ.get("DPCORE_FIFO_SLOTS", 8))
+_FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step holds one slot of
+# its incoming FIFO while it waits for one in the outgoing: the ring needs at least 2
 _SLOT_BYTES = int(os.environ.get("DPCORE_SLOT_BYTES", 64 << 10))
 _ONE_SHOT_BYTES = int(os.environ.get("DPCORE_ONE_SHOT_BYTES", 256 << 10))
 # "auto" switches from one-shot to ring above this many bytes per rank.
@@ -66,7 +67,10 @@ class Communicator:
 
     def _connect(self):
         if self.transport == "shm":
-            return _connect_shm(self._node, self.timeout)
+            shm = _connect_shm(self._node, self.timeout)
+            if trace.enabled():
+                trace.watch(self, shm)
+            return shm
         from .transports.mpi import HierarchicalTransport, MpiTransport
 
         if self.transport == "mpi":
@@ -108,6 +112,8 @@ class Communicator:
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "shard")
         a = a.reshape(-1)
+        if algo != "auto" and algo not in ALGORITHMS:
+            self._algo(algo, 0)  # raises before the shard sizes travel
         if out is None:
             self._reap()
             total = sum(self._checked_backend().exchange_counts(dtype, a.size))
@@ -188,6 +194,8 @@ class Communicator:
         if self._backend is None:
             return
         self._backend.drain()
+        if trace.enabled() and self.transport == "shm":
+            trace.collect(self, self._backend)
         close = getattr(self._backend, "close", None)
         if close is not None:  # a transport's thread and communicators
             close()

@@ -8,7 +8,7 @@
 
 namespace dpcore {
 
-struct TraceEvent {
+struct VerbRecord {
   std::string verb;
   size_t start;  // element offset in the buffer the verb reads from or writes to
   size_t count;
@@ -17,7 +17,7 @@ struct TraceEvent {
 class TracePrims {
  public:
   // Pointers passed to the templates are offsets from a null base (1 byte per element).
-  std::vector<TraceEvent> events;
+  std::vector<VerbRecord> events;
 
   void send(const void* src, size_t n) { add("send", src, n); }
   void recv(void* dst, size_t n) { add("recv", dst, n); }

@@ -168,6 +168,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   }
   ++seq_;
   collName_ = collName(task.coll);
+  TraceSpan span(tracer_, collName_, seq_, -1, task.total * dtypeSize(task.dtype));
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6));
   CollHeader header{seq_,
@@ -257,8 +258,12 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   // for whoever reads them next.
   constexpr size_t kStreamBytes = 4 << 20;
   const size_t outBytes = (task.coll == Coll::kReduceScatter ? task.count / n : task.total) * elem;
+  // Steps per round, for the trace: all-reduce 2(n-1), reduce-scatter and all-gather n-1, a
+  // broadcast chain 1.
+  const int steps = task.coll == Coll::kAllReduce ? 2 * (n - 1)
+                    : task.coll == Coll::kBroadcast ? 1 : n - 1;
   ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align,
-                 outBytes >= kStreamBytes);
+                 outBytes >= kStreamBytes, steps);
   auto in = static_cast<const char*>(task.in);
   auto out = static_cast<char*>(task.out);
   switch (task.coll) {

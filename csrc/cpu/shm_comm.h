@@ -11,6 +11,7 @@
 
 #include "cpu/shm_layout.h"
 #include "cpu/shm_segment.h"
+#include "cpu/trace.h"
 #include "dpcore/types.h"
 
 namespace dpcore {
@@ -65,6 +66,7 @@ class ShmComm {
   // Transport state the primitives use.
   FifoControl* fifo(int r) const { return layout_.fifo(base_, r); }
   char* fifoSlot(int r, uint64_t index) const { return layout_.fifoSlot(base_, r, index); }
+  Tracer tracer_;
   uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
   uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO
 

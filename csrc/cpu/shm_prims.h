@@ -16,39 +16,46 @@ class ShmPrims {
   // sendAlign / recvAlign: where data sits in the next rank's slots and in ours (ShmLayout).
   // streamOut: write the user's output with non-temporal stores (large outputs; see copyOut).
   ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign,
-           bool streamOut)
+           bool streamOut, int stepsPerRound)
       : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
         next_((comm.rank() + 1) % comm.size()),
         prev_((comm.rank() + comm.size() - 1) % comm.size()),
         divisor_(op == ReduceOp::kAvg ? comm.size() : 0),
-        sendAlign_(sendAlign), recvAlign_(recvAlign), streamOut_(streamOut) {}
+        sendAlign_(sendAlign), recvAlign_(recvAlign), streamOut_(streamOut),
+        stepsPerRound_(stepsPerRound) {}
   ~ShmPrims() { if (streamOut_) storeFence(); }
 
   void send(const void* src, size_t count) {
+    TraceSpan span = step("send", count);
     std::memcpy(sendSlot(), src, count * elemSize_);
     postSend();
   }
   void recv(void* dst, size_t count) {
+    TraceSpan span = step("recv", count);
     copyOut(dst, recvSlot(), count * elemSize_, streamOut_);
     postRecv();
   }
   void recvReduceSend(const void* src, size_t count) {
+    TraceSpan span = step("recvReduceSend", count);
     const char* in = recvSlot();
     reduce2(dtype_, op_, in, src, sendSlot(), nullptr, count, 0);
     postSend();
     postRecv();
   }
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
+    TraceSpan span = step("recvReduceCopySend", count);
     const char* in = recvSlot();
     reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_, streamOut_);
     postSend();
     postRecv();
   }
   void recvReduceCopy(const void* src, void* dst, size_t count) {
+    TraceSpan span = step("recvReduceCopy", count);
     reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_, streamOut_);
     postRecv();
   }
   void recvCopySend(void* dst, size_t count) {
+    TraceSpan span = step("recvCopySend", count);
     const char* in = recvSlot();
     std::memcpy(sendSlot(), in, count * elemSize_);
     copyOut(dst, in, count * elemSize_, streamOut_);
@@ -56,12 +63,19 @@ class ShmPrims {
     postRecv();
   }
   void copySend(const void* src, void* dst, size_t count) {
+    TraceSpan span = step("copySend", count);
     std::memcpy(sendSlot(), src, count * elemSize_);
     if (dst != src) copyOut(dst, src, count * elemSize_, streamOut_);
     postSend();
   }
 
  private:
+  // Each verb is one step of one round; the trace labels it with its step in the round.
+  TraceSpan step(const char* verb, size_t count) {
+    return TraceSpan(comm_.tracer_, verb, comm_.sequence(), verbs_++ % stepsPerRound_,
+                     count * elemSize_);
+  }
+
   char* sendSlot() {
     FifoControl* f = comm_.fifo(next_);
     const uint64_t slots = comm_.config().fifoSlots, head = comm_.sendHead_;
@@ -90,6 +104,8 @@ class ShmPrims {
   int divisor_;  // n for avg: applied where a chunk's reduction completes
   uint32_t sendAlign_, recvAlign_;
   bool streamOut_;
+  int stepsPerRound_;
+  uint64_t verbs_ = 0;
 };
 
 }  // namespace dpcore

@@ -1,0 +1,52 @@
+// Optional timeline of collectives and their steps (DPCORE_TRACE): dpcore/trace.py writes it as
+// Chrome trace events. Off, it costs one branch per step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace dpcore {
+
+struct TraceEvent {
+  const char* name;  // collective or verb: string literals only
+  int64_t startUs;   // wall clock, so the lanes of ranks on one machine line up
+  int64_t durationUs;
+  uint64_t seq;      // the collective's sequence number
+  int step;          // step within the round (-1: the whole collective)
+  uint64_t bytes;
+};
+
+class Tracer {
+ public:
+  bool enabled = false;
+  std::vector<TraceEvent> events;
+
+  static int64_t nowUs() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+};
+
+// Records [construction, destruction) as one event when tracing is on.
+class TraceSpan {
+ public:
+  TraceSpan(Tracer& tracer, const char* name, uint64_t seq, int step, uint64_t bytes)
+      : tracer_(tracer.enabled ? &tracer : nullptr), event_{name, 0, 0, seq, step, bytes} {
+    if (tracer_) event_.startUs = Tracer::nowUs();
+  }
+  ~TraceSpan() {
+    if (tracer_) {
+      event_.durationUs = Tracer::nowUs() - event_.startUs;
+      tracer_->events.push_back(event_);
+    }
+  }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  TraceEvent event_;
+};
+
+}  // namespace dpcore

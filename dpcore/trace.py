@@ -1,0 +1,64 @@
+"""DPCORE_TRACE=FILE.json: a Chrome trace (open it in Perfetto or chrome://tracing) with one lane
+per rank, a span per collective and, below it, a span per ring step (one verb of one round).
+
+Each shared-memory communicator records in C++ while tracing is on; at exit the ranks gather
+their events to rank 0 over MPI, which writes the file. The MPI transports are not traced.
+"""
+import atexit
+import json
+import os
+import weakref
+
+_PATH = os.environ.get("DPCORE_TRACE")
+_events = []  # (rank, event tuple) from closed communicators
+_open = weakref.WeakSet()
+
+
+def enabled():
+    return bool(_PATH)
+
+
+def watch(comm, backend):
+    """Start recording `backend`'s collectives (a _C.ShmComm) on behalf of `comm`."""
+    backend.enable_trace(True)
+    _open.add(comm)
+    if len(_open) == 1 and not _events:
+        atexit.register(_write)
+
+
+def collect(comm, backend):
+    """Keep what `backend` recorded, before `comm` lets it go."""
+    _events.extend((comm.rank, e) for e in backend.take_trace())
+    _open.discard(comm)
+
+
+def chrome_events(events):
+    """Chrome trace events for (lane, (name, start_us, duration_us, seq, step, bytes)) pairs."""
+    out = []
+    for lane in sorted({lane for lane, _ in events}):
+        out.append({"name": "process_name", "ph": "M", "pid": lane, "args": {"name": f"rank {lane}"}})
+        for tid, what in ((0, "collectives"), (1, "ring steps")):
+            out.append({"name": "thread_name", "ph": "M", "pid": lane, "tid": tid,
+                        "args": {"name": what}})
+    for lane, (name, start, duration, seq, step, nbytes) in events:
+        args = {"seq": seq, "bytes": nbytes}
+        if step >= 0:
+            args["step"] = step
+        out.append({"name": name, "ph": "X", "ts": start, "dur": max(duration, 0), "pid": lane,
+                    "tid": 0 if step < 0 else 1, "args": args})
+    return out
+
+
+def _write():
+    from mpi4py import MPI
+
+    for comm in list(_open):
+        backend = getattr(comm, "_backend", None)
+        if backend is not None and hasattr(backend, "take_trace"):
+            collect(comm, backend)
+    world = MPI.COMM_WORLD
+    gathered = world.gather(_events, root=0)
+    if world.Get_rank() == 0:
+        events = [e for rank_events in gathered for e in rank_events]
+        with open(_PATH, "w") as f:
+            json.dump({"traceEvents": chrome_events(events), "displayTimeUnit": "ns"}, f)

@@ -1,0 +1,23 @@
+"""Shared fixtures. The multi-rank launch helpers live in mpi_helpers.py."""
+import time
+from pathlib import Path
+
+import pytest
+
+SHM = Path("/dev/shm")
+
+
+def dpcore_segments():
+    return {p.name for p in SHM.glob("dpcore-*")} if SHM.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def no_dpcore_shm_leak():
+    """Every test must leave no /dev/shm/dpcore-* segment behind, however its ranks ended
+    (dpcore unlinks a segment as soon as every rank has mapped it)."""
+    before = dpcore_segments()
+    yield
+    deadline = time.monotonic() + 3  # a concurrent run may hold a segment for a moment
+    while (leaked := dpcore_segments() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not leaked, f"shared memory left behind in /dev/shm: {sorted(leaked)}"

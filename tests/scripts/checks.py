@@ -1,0 +1,152 @@
+"""Shared by the test scripts: exact test data, reference results, and a checker that collects
+every mismatch (so one run shows the whole pattern of a bug) and fails the job at the end.
+
+Test data follows gloo: element i of rank r starts from a value unique to (i, r), kept small so
+that sums, products, max and min are exact in every dtype, including float16 and bfloat16.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+try:
+    import ml_dtypes
+
+    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    BFLOAT16 = None
+
+DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "uint8", "int32",
+                                "int64")]
+if BFLOAT16 is not None:
+    DTYPES.append(BFLOAT16)
+
+# What MPI itself can reduce (mpi4py knows neither float16 nor bfloat16 as MPI types).
+MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "uint8", "int32", "int64")}
+MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
+
+# Distinct values per dtype: sums of 4 ranks stay exact (bfloat16 holds integers up to 256,
+# float16 up to 2048); int8/uint8 sums wrap, as NumPy's do.
+_MODULUS = {"float16": 1024, "bfloat16": 128, "int8": 256, "uint8": 256, "float32": 1 << 20,
+            "int32": 1 << 20, "float64": 1 << 40, "int64": 1 << 40}
+
+
+def is_float(dtype):
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
+def ops_for(dtype):
+    return ["sum", "prod", "max", "min"] + (["avg"] if is_float(dtype) else [])
+
+
+def make_input(dtype, op, count, rank, size, shape=None):
+    """Rank `rank`'s input: element i comes from the unique key i * size + rank, scrambled (37 is
+    odd, so coprime to the moduli) so that max and min come from every rank in turn."""
+    m = _MODULUS[str(dtype)]
+    key = (np.arange(count, dtype=np.int64) * size + rank) * 37 % m
+    if op == "prod":  # factors 1..4, some negative: products of 4 ranks stay <= 256
+        v = key % 4 + 1
+        if dtype.kind != "u":
+            v = np.where(key % 3 == 0, -v, v)
+    elif dtype.kind == "u":
+        v = key
+    else:
+        v = key - m // 2
+    x = v.astype(dtype)
+    return x.reshape(shape) if shape is not None else x
+
+
+def reference(op, inputs):
+    """The exact elementwise reduction of all ranks' inputs, as NumPy computes it."""
+    dtype = inputs[0].dtype
+    stack = np.stack(inputs)
+    if is_float(dtype):  # exact in float64, then one rounding (only avg rounds at all)
+        s = stack.astype(np.float64)
+        ufunc = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum,
+                 "min": np.minimum}[op]
+        r = ufunc.reduce(s, axis=0)
+        if op == "avg":
+            r = r / len(inputs)
+        return r.astype(dtype)
+    ufunc = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+    return ufunc.reduce(stack, axis=0, dtype=dtype)  # integers wrap, as in C
+
+
+def mpi_allreduce(mpi_comm, x, op):
+    """MPI's own Allreduce of x, or None where MPI cannot reduce that dtype or op."""
+    if x.dtype not in MPI_DTYPES or op not in MPI_OPS:
+        return None
+    out = np.empty_like(x)
+    mpi_comm.Allreduce(x, out, op=MPI_OPS[op])
+    return out
+
+
+def mpi_allgatherv(mpi_comm, shard):
+    """MPI's own Allgatherv of 1-D shards of any dtype (moved as bytes)."""
+    counts = mpi_comm.allgather(shard.size)
+    out = np.empty(sum(counts), shard.dtype)
+    nbytes = [c * shard.dtype.itemsize for c in counts]
+    mpi_comm.Allgatherv(shard.view(np.uint8), [out.view(np.uint8), nbytes])
+    return out
+
+
+def mpi_bcast(mpi_comm, x, root):
+    """MPI's own Bcast of a copy of x (any dtype, moved as bytes)."""
+    y = np.ascontiguousarray(x).copy()
+    mpi_comm.Bcast(y.reshape(-1).view(np.uint8), root=root)
+    return y
+
+
+class Checker:
+    """Collects exact comparisons; finish() reports them all and fails the job if any failed."""
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.checks = 0
+        self.failures = []
+
+    def equal(self, got, want, label):
+        """got must have want's dtype and shape and the same bits in every element."""
+        self.checks += 1
+        problem = _difference(got, want)
+        if problem:
+            self.failures.append(f"{label}: {problem}")
+        return not problem
+
+    def true(self, condition, label):
+        self.checks += 1
+        if not condition:
+            self.failures.append(label)
+        return bool(condition)
+
+    def finish(self, mpi_comm=MPI.COMM_WORLD):
+        for f in self.failures[:40]:
+            say(self.rank, f"FAIL {f}")
+        if len(self.failures) > 40:
+            say(self.rank, f"... and {len(self.failures) - 40} more failures")
+        if mpi_comm.allreduce(len(self.failures)):
+            sys.exit(1)
+        say(self.rank, f"ok ({self.checks} checks)")
+
+
+def say(rank, message):
+    """Print 'rank R: message' in one write, so lines of different ranks never interleave."""
+    sys.stdout.write(f"rank {rank}: {message}\n")
+    sys.stdout.flush()
+
+
+def _difference(got, want):
+    got_type = type(got).__name__
+    if not isinstance(got, np.ndarray):
+        return f"expected a numpy.ndarray, got {got_type}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    bits = np.dtype(f"u{want.dtype.itemsize}")
+    wrong = np.flatnonzero(got.reshape(-1).view(bits) != want.reshape(-1).view(bits))
+    if wrong.size:
+        i = wrong[0]
+        return (f"{wrong.size} of {want.size} elements wrong; first at flat index {i}: got "
+                f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
+    return None

@@ -1,0 +1,87 @@
+"""all_gather, broadcast and barrier against MPI's Allgatherv and Bcast, exactly: every dtype,
+both algorithms, uneven and empty shards (with and without out=), in place, every root.
+
+Usage: mpiexec -n K python -m mpi4py gather_broadcast.py [MAX_COUNT]   (skips larger counts)
+"""
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import dpcore
+from checks import Checker, DTYPES, make_input, mpi_allgatherv, mpi_bcast
+
+max_count = int(sys.argv[1]) if len(sys.argv) > 1 else None
+world = MPI.COMM_WORLD
+comm = dpcore.init()
+rank, size = comm.rank, comm.size
+check = Checker(rank)
+
+
+def capped(counts):
+    return [c for c in counts if max_count is None or c <= max_count]
+
+
+def shard_sizes(total):
+    """Uneven shard sizes to gather: shard_range's split of `total`, and some less regular ones."""
+    yield "shard_range", [stop - start for start, stop in
+                          (dpcore.shard_range(total, size, r) for r in range(size))]
+    yield "rank+1", [r + 1 for r in range(size)]
+    yield "only last rank", [0] * (size - 1) + [total]
+    yield "alternating empty", [0 if r % 2 else total // size + r for r in range(size)]
+
+
+# all_gather: the concatenation of every rank's shard, in rank order.
+for dtype in DTYPES:
+    segment = (64 << 10) // dtype.itemsize
+    for total in capped([0, 1, 7, 1009, 2 * size * segment + 3]):
+        for pattern, sizes in shard_sizes(total):
+            mine = make_input(dtype, "sum", sizes[rank], rank, size)
+            want = mpi_allgatherv(world, mine)
+            for algo in ["auto", "ring"] + (["one_shot"] if want.nbytes <= (256 << 10) else []):
+                label = f"{dtype} total={total} shards={pattern} {sizes} algo={algo}"
+                check.equal(comm.all_gather(mine, algo=algo), want, f"all_gather {label}")
+                out = np.full(want.size, 99, dtype)
+                check.true(comm.all_gather(mine, out=out, algo=algo) is out,
+                           f"all_gather(out=) returns out, {label}")
+                check.equal(out, want, f"all_gather out= {label}")
+                # in place: the shard is this rank's own slice of out
+                out = np.full(want.size, 99, dtype)
+                offset = sum(sizes[:rank])
+                out[offset:offset + sizes[rank]] = mine
+                comm.all_gather(out[offset:offset + sizes[rank]], out=out, algo=algo)
+                check.equal(out, want, f"all_gather from its own slice of out, {label}")
+
+# broadcast: in place from every root; other ranks start with garbage.
+for dtype in DTYPES:
+    segment = (64 << 10) // dtype.itemsize
+    for count in capped([0, 1, 7, 1009, 3 * segment + 11]):
+        for root in range(size):
+            data = make_input(dtype, "sum", count, root, size)
+            for algo in ["auto", "ring"] + (["one_shot"] if data.nbytes <= (256 << 10) else []):
+                label = f"{dtype} count={count} root={root} algo={algo}"
+                x = data.copy() if rank == root else np.full(count, 99, dtype)
+                want = mpi_bcast(world, x, root)
+                check.true(comm.broadcast(x, root=root, algo=algo) is x,
+                           f"broadcast returns x, {label}")
+                check.equal(x, want, f"broadcast {label}")
+# N-D and numpy-integer roots
+for root in range(size):
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4) * (rank + 1)
+    want = mpi_bcast(world, x, root)
+    comm.broadcast(x, root=np.int64(root))
+    check.equal(x, want, f"broadcast of a 2x3x4 array from root={root} (numpy int)")
+
+# barrier: nobody leaves before the last rank has arrived.
+for _ in range(3):
+    time.sleep(0.05 * rank)
+    arrived = time.time()
+    comm.barrier()
+    left = time.time()
+    latest_arrival = world.allreduce(arrived, op=MPI.MAX)
+    check.true(left >= latest_arrival,
+               f"barrier: rank {rank} left at {left} before the last arrival {latest_arrival}")
+
+comm.close()
+check.finish()

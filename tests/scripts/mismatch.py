@@ -1,0 +1,79 @@
+"""Ranks that call different collectives (name, count, dtype, op, root, or an all_gather output
+that does not fit the shards) all get dpcore.CommError naming the collective, its sequence
+number and the ranks; nothing hangs, and a fresh communicator works afterwards.
+
+Usage: mpiexec -n K python -m mpi4py mismatch.py
+Prints 'rank R: error KIND | MESSAGE' for every kind, then 'rank R: ok (...)'.
+"""
+import re
+
+import numpy as np
+from mpi4py import MPI
+
+import dpcore
+from checks import Checker, say
+
+world = MPI.COMM_WORLD
+rank, size = world.rank, world.size
+check = Checker(rank)
+f32 = np.float32
+odd = rank == 0  # rank 0 calls something different from the others
+
+# kind: (collective rank 0 calls, collective the others call, the call)
+KINDS = {
+    "collective": ("all_reduce", "broadcast",
+                   lambda c: c.all_reduce(np.ones(8, f32)) if odd else
+                   c.broadcast(np.ones(8, f32))),
+    "count": ("all_reduce", "all_reduce", lambda c: c.all_reduce(np.ones(10 if odd else 11, f32))),
+    "dtype": ("all_reduce", "all_reduce",
+              lambda c: c.all_reduce(np.ones(8, f32 if odd else np.float64))),
+    "op": ("all_reduce", "all_reduce",
+           lambda c: c.all_reduce(np.ones(8, f32), op="sum" if odd else "max")),
+    "root": ("broadcast", "broadcast",
+             lambda c: c.broadcast(np.ones(8, f32), root=0 if odd else size - 1)),
+    "algo": ("all_reduce", "all_reduce",
+             lambda c: c.all_reduce(np.ones(8, f32), algo="ring" if odd else "one_shot")),
+    "ring count": ("all_reduce", "all_reduce",
+                   lambda c: c.all_reduce(np.ones(100_000 + odd, f32), algo="ring")),
+    "reduce_scatter op": ("reduce_scatter", "reduce_scatter",
+                          lambda c: c.reduce_scatter(np.ones(9, f32), op="min" if odd else "sum")),
+    "all_gather out too long": ("all_gather", "all_gather",
+                                lambda c: c.all_gather(np.ones(2, f32),
+                                                       out=np.empty(2 * size + odd, f32))),
+}
+
+for kind, (name_on_0, name_on_others, call) in KINDS.items():
+    if size == 1 and kind != "all_gather out too long":
+        continue  # one rank cannot disagree with itself
+    comm = dpcore.init(timeout=30)
+    comm.all_reduce(np.ones(3, f32))  # #1
+    comm.barrier()                    # #2
+    try:
+        call(comm)                    # #3
+        check.true(False, f"{kind}: no CommError on rank {rank}")
+    except dpcore.CommError as e:
+        message = str(e)
+        say(rank, f"error {kind} | {message}")
+        m = re.match(r"dpcore (\w+) #(\d+) on rank (\d+): mismatch: (.*)", message)
+        check.true(m is not None, f"{kind}: message format: {message}")
+        if m:
+            called = name_on_0 if odd else name_on_others
+            check.true(m.group(1) == called, f"{kind}: names {m.group(1)}, expected {called}")
+            check.true(m.group(2) == "3", f"{kind}: sequence number {m.group(2)}, expected 3")
+            check.true(m.group(3) == str(rank), f"{kind}: names rank {m.group(3)}")
+            if size > 1:  # ... and the rank it disagrees with
+                other = r"rank [1-9]\d* called" if odd else r"rank 0 called"
+                check.true(re.search(other, m.group(4)), f"{kind}: names the other rank: "
+                                                          f"{message}")
+    # Once broken, the communicator refuses further work instead of hanging.
+    try:
+        comm.all_reduce(np.ones(3, f32))
+        check.true(False, f"{kind}: a collective after the failure succeeded")
+    except dpcore.CommError:
+        pass
+    comm.close()
+
+# A fresh communicator works.
+with dpcore.init() as comm:
+    check.equal(comm.all_reduce(np.ones(5, f32)), np.full(5, size, f32), "fresh communicator")
+check.finish()

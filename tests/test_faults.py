@@ -1,0 +1,85 @@
+"""Failures become dpcore.CommError on every rank, quickly, and leave no shared memory behind
+(the autouse fixture in conftest.py compares /dev/shm/dpcore-* before and after each test):
+
+- ranks that call different collectives (name, count, dtype, op, root, algorithm);
+- a rank that SIGKILLs itself, between or during collectives;
+- a rank that stalls past the timeout.
+"""
+import os
+import re
+import sys
+
+import pytest
+
+from mpi_helpers import SCRIPTS, rank_lines, run_ok, run_script
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_mismatched_calls_raise_on_every_rank(n):
+    """Rank 0 calls something else than the others; every rank raises CommError with
+    'dpcore <its collective> #3 on rank <r>: mismatch: ...' naming the other side."""
+    output = run_ok("mismatch.py", n)
+    errors = re.findall(r"^rank (\d+): error (.+?) \| (.*)$", output, re.MULTILINE)
+    kinds = {kind for _, kind, _ in errors}
+    assert "all_gather out too long" in kinds
+    if n > 1:
+        assert {"collective", "count", "dtype", "op", "root", "algo"} <= kinds
+        for kind in kinds:  # every rank reported every kind
+            assert {int(r) for r, k, _ in errors if k == kind} == set(range(n)), kind
+
+
+@pytest.mark.parametrize("n, when", [(2, "between"), (3, "between"), (3, "during"),
+                                     (4, "during")])
+def test_killed_rank_is_reported_to_the_survivors(n, when):
+    """The last rank SIGKILLs itself; each survivor raises CommError naming it (rank and pid)
+    within seconds, far below the 60 s timeout, and the broken communicator then refuses work
+    at once."""
+    _, output = run_script("die.py", n, when, timeout=60, check=False,
+                           mpiexec_args=["-disable-auto-cleanup"],
+                           wrapper=[sys.executable, str(SCRIPTS / "as_child.py")])
+    remove_mpi_shm_leftovers(output)
+    victim = n - 1
+    pids = {r: int(p) for r, p in rank_lines(output, "pid").items()}
+    errors = rank_lines(output, "error")
+    assert set(errors) == set(range(n - 1)), f"not every survivor reported; output:\n{output}"
+    for r, line in errors.items():
+        seconds, message = line.split(" | ", 1)
+        assert float(seconds) < 15, f"rank {r} took {seconds} s to notice:\n{output}"
+        assert re.match(rf"dpcore all_reduce #\d+ on rank {r}: ", message), message
+        assert f"rank {victim} (pid {pids[victim]}) died" in message, message
+    again = rank_lines(output, "again")
+    assert set(again) == set(range(n - 1)), f"a broken communicator accepted work:\n{output}"
+
+
+@pytest.mark.parametrize("n, how", [(2, "init"), (3, "env")])
+def test_stalled_rank_times_out_the_others(n, how):
+    """The last rank sleeps past a 2 s timeout (dpcore.init(timeout=2), or DPCORE_TIMEOUT=2);
+    the others raise CommError naming it after about 2 s; the late rank then fails at once."""
+    timeout = 2
+    _, output = run_script("stall.py", n, timeout, how, timeout=60,
+                           env={"DPCORE_TIMEOUT": str(timeout) if how == "env" else "60"})
+    late = n - 1
+    errors = rank_lines(output, "error")
+    assert set(errors) == set(range(n)), f"not every rank raised CommError; output:\n{output}"
+    waited = []
+    for r, line in errors.items():
+        seconds, message = line.split(" | ", 1)
+        assert re.match(rf"dpcore all_reduce #2 on rank {r}: ", message), message
+        assert re.search(rf"timed out after .* waiting for rank.*\b{late}\b", message), message
+        if r != late:
+            waited.append(float(seconds))
+    # the first to time out waited the whole timeout; the others heard of it at the same moment
+    assert timeout - 0.1 < max(waited) and max(waited) < timeout + 8, output
+
+
+def remove_mpi_shm_leftovers(output):
+    """MPICH unlinks its own /dev/shm segments in MPI_Finalize, which neither the killed rank nor
+    the survivors (os._exit) reach. The ranks listed the segments they had mapped; the job is
+    over, so remove whichever are still there."""
+    for names in rank_lines(output, "mpi shm").values():
+        for name in names.split():
+            if name.startswith("mpich_shm"):
+                try:
+                    os.unlink(f"/dev/shm/{name}")
+                except FileNotFoundError:
+                    pass
