@@ -69,7 +69,7 @@ class Communicator:
         if self.transport == "shm":
             shm = _connect_shm(self._node, self.timeout)
             if trace.enabled():
-                trace.watch(self, shm)
+                trace.watch(self.rank, shm)
             return shm
         from .transports.mpi import HierarchicalTransport, MpiTransport
 
@@ -195,7 +195,7 @@ class Communicator:
             return
         self._backend.drain()
         if trace.enabled() and self.transport == "shm":
-            trace.collect(self, self._backend)
+            trace.collect(self._backend)
         close = getattr(self._backend, "close", None)
         if close is not None:  # a transport's thread and communicators
             close()

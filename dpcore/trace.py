@@ -7,29 +7,29 @@ their events to rank 0 over MPI, which writes the file. The MPI transports are n
 import atexit
 import json
 import os
-import weakref
 
 _PATH = os.environ.get("DPCORE_TRACE")
 _events = []  # (rank, event tuple) from closed communicators
-_open = weakref.WeakSet()
+_open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
 
 
 def enabled():
     return bool(_PATH)
 
 
-def watch(comm, backend):
-    """Start recording `backend`'s collectives (a _C.ShmComm) on behalf of `comm`."""
+def watch(rank, backend):
+    """Start recording `backend`'s collectives (a _C.ShmComm); `rank` names its lane."""
     backend.enable_trace(True)
-    _open.add(comm)
-    if len(_open) == 1 and not _events:
+    if not _open and not _events:
         atexit.register(_write)
+    _open[id(backend)] = (rank, backend)
 
 
-def collect(comm, backend):
-    """Keep what `backend` recorded, before `comm` lets it go."""
-    _events.extend((comm.rank, e) for e in backend.take_trace())
-    _open.discard(comm)
+def collect(backend):
+    """Keep what `backend` recorded (when its communicator closes, or at exit)."""
+    rank, _ = _open.pop(id(backend), (None, None))
+    if rank is not None:
+        _events.extend((rank, e) for e in backend.take_trace())
 
 
 def chrome_events(events):
@@ -52,10 +52,8 @@ def chrome_events(events):
 def _write():
     from mpi4py import MPI
 
-    for comm in list(_open):
-        backend = getattr(comm, "_backend", None)
-        if backend is not None and hasattr(backend, "take_trace"):
-            collect(comm, backend)
+    for _, backend in list(_open.values()):
+        collect(backend)
     world = MPI.COMM_WORLD
     gathered = world.gather(_events, root=0)
     if world.Get_rank() == 0:

@@ -258,10 +258,11 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   // for whoever reads them next.
   constexpr size_t kStreamBytes = 4 << 20;
   const size_t outBytes = (task.coll == Coll::kReduceScatter ? task.count / n : task.total) * elem;
-  // Steps per round, for the trace: all-reduce 2(n-1), reduce-scatter and all-gather n-1, a
+  // Verbs per round, for the trace's step labels: the 2(n-1) hops of an all-reduce take 2n-1
+  // verbs (the first only sends, the last only receives), reduce-scatter and all-gather n, a
   // broadcast chain 1.
-  const int steps = task.coll == Coll::kAllReduce ? 2 * (n - 1)
-                    : task.coll == Coll::kBroadcast ? 1 : n - 1;
+  const int steps = task.coll == Coll::kAllReduce ? 2 * n - 1
+                    : task.coll == Coll::kBroadcast ? 1 : n;
   ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align,
                  outBytes >= kStreamBytes, steps);
   auto in = static_cast<const char*>(task.in);
