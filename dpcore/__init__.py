@@ -2,7 +2,9 @@
 from . import _C
 from .comm import Communicator, init
 from .sharding import shard_range
+from .tensor import Tensor, no_grad
 from .work import Work
+from . import nn, optim, parallel  # noqa: E402  (they import Tensor from this package)
 
 __version__ = "0.1.0"
 
@@ -17,4 +19,5 @@ def build_info():
     return info
 
 
-__all__ = ["CommError", "Communicator", "Work", "build_info", "init", "shard_range"]
+__all__ = ["CommError", "Communicator", "Tensor", "Work", "build_info", "init", "nn", "no_grad",
+           "optim", "parallel", "shard_range"]

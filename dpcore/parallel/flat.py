@@ -1,0 +1,66 @@
+"""Flat buffers: all parameters in one contiguous array, all gradients in another.
+
+Each parameter's .data and .grad become views into them, in parameter order. So any run of
+consecutive parameters (a gradient bucket) and any `shard_range` of the buffer (a ZeRO shard)
+is a slice [start, stop) that one collective moves and one optimizer call updates.
+"""
+from ..sharding import shard_range
+from ..tensor import Tensor, array_module
+
+
+class FlatParams:
+    def __init__(self, params):
+        self.params = list(params)
+        if not self.params:
+            raise ValueError("FlatParams: no parameters")
+        dtypes = {p.data.dtype for p in self.params}
+        if len(dtypes) != 1:
+            raise TypeError("FlatParams: parameters of one dtype only, got "
+                            f"{sorted(map(str, dtypes))}")
+        xp = array_module(self.params[0].data)
+        self.offsets = [0]
+        for p in self.params:
+            self.offsets.append(self.offsets[-1] + p.data.size)
+        self.data = xp.empty(self.offsets[-1], dtypes.pop())
+        self.grad = xp.zeros_like(self.data)
+        self.grad_views = []
+        for i, p in enumerate(self.params):
+            start, stop = self.range(i)
+            self.data[start:stop] = p.data.ravel()
+            p.data = self.data[start:stop].reshape(p.data.shape)
+            view = self.grad[start:stop].reshape(p.data.shape)
+            if p.grad is not None:
+                view[...] = p.grad
+            p.grad = view
+            self.grad_views.append(view)
+
+    @property
+    def count(self):
+        return self.data.size
+
+    def range(self, i):
+        """(start, stop) of parameter i in the flat buffers."""
+        return self.offsets[i], self.offsets[i + 1]
+
+    def shard(self, rank, size):
+        """(start, stop) of rank's shard of the flat buffers (ZeRO)."""
+        return shard_range(self.count, size, rank)
+
+    def adopt_grad(self, i):
+        """Make parameter i's .grad the view again if something replaced it (zero_grad with
+        set_to_none, or a backward that found no gradient and made a fresh array)."""
+        p, view = self.params[i], self.grad_views[i]
+        if p.grad is not view:
+            view[...] = 0 if p.grad is None else p.grad
+            p.grad = view
+
+    def zero_grad(self):
+        self.grad[...] = 0
+        for i in range(len(self.params)):
+            self.params[i].grad = self.grad_views[i]
+
+    def as_tensor(self, start=0, stop=None):
+        """One tensor over [start, stop) of both buffers: what an optimizer updates."""
+        t = Tensor(self.data[start:stop])
+        t.grad = self.grad[start:stop]
+        return t

@@ -1,0 +1,149 @@
+"""Every Tensor op's gradient against central finite differences, in float64."""
+import numpy as np
+import pytest
+
+from dpcore.tensor import Tensor, no_grad
+
+rng = np.random.default_rng(0)
+
+
+def check_grad(f, *shapes, positive=False, tol=1e-6):
+    """f(*tensors) -> Tensor. Compares the gradient of sum(f * R), R a fixed random weight (so
+    every output element counts differently), with central differences."""
+    arrays = [np.array(rng.standard_normal(s)) for s in shapes]
+    if positive:
+        arrays = [np.array(np.abs(a) + 0.5) for a in arrays]
+    out_shape = f(*[Tensor(a) for a in arrays]).shape
+    weight = rng.standard_normal(out_shape)
+
+    def loss(*arrs):
+        return (f(*[Tensor(a) for a in arrs]).data * weight).sum()
+
+    tensors = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+    (f(*tensors) * weight).sum().backward()
+    eps = 1e-6
+    for a, t in zip(arrays, tensors):
+        numeric = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            old = a[idx]
+            a[idx] = old + eps
+            up = loss(*arrays)
+            a[idx] = old - eps
+            down = loss(*arrays)
+            a[idx] = old
+            numeric[idx] = (up - down) / (2 * eps)
+        assert t.grad.shape == a.shape
+        np.testing.assert_allclose(t.grad, numeric, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)),
+                                    ((3, 4), ())])
+def test_binary_broadcasting(op, shapes):
+    fns = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "div": lambda a, b: a / b}
+    check_grad(fns[op], *shapes, positive=(op == "div"))
+
+
+def test_scalar_and_reflected_operands():
+    check_grad(lambda a: 2.0 - a * 3 + 1 / a - (a / 4.0) + (-a), (3, 2), positive=True)
+    check_grad(lambda a: np.full((3, 2), 2.0) * a + np.ones(2) - a, (3, 2))
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 5)),
+                                    ((3, 4), (4,)), ((2, 3, 4), (2, 4, 5))])
+def test_matmul(shapes):
+    check_grad(lambda a, b: a @ b, *shapes)
+
+
+def test_rmatmul_with_array():
+    w = rng.standard_normal((4, 2))
+    check_grad(lambda a: w.T @ a, (4, 3))
+
+
+def test_pow():
+    check_grad(lambda a: a ** 3 + a ** 0.5 + a ** -1, (3, 3), positive=True)
+
+
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), ((0, 2), False),
+                                           (-1, False)])
+def test_sum_mean(axis, keepdims):
+    check_grad(lambda a: a.sum(axis=axis, keepdims=keepdims), (2, 3, 4))
+    check_grad(lambda a: a.mean(axis=axis, keepdims=keepdims), (2, 3, 4))
+
+
+def test_reshape_transpose():
+    check_grad(lambda a: a.reshape(6, 4), (2, 3, 4))
+    check_grad(lambda a: a.reshape((4, -1)) * 2, (2, 3, 4))
+    check_grad(lambda a: a.T, (3, 5))
+    check_grad(lambda a: a.transpose(1, 2, 0), (2, 3, 4))
+    check_grad(lambda a: a.transpose((-1, 0, 1)), (2, 3, 4))
+
+
+@pytest.mark.parametrize("index", [(slice(1, 3),), (1,), (np.array([0, 2, 2, 1]),),
+                                   (np.array([0, 1, 1]), np.array([3, 0, 0])),
+                                   (slice(None), np.array([1, 1]))])
+def test_indexing(index):
+    check_grad(lambda a: a[index if len(index) > 1 else index[0]], (3, 4))
+
+
+@pytest.mark.parametrize("fn", ["relu", "tanh", "exp", "gelu", "gelu_tanh"])
+def test_unary(fn):
+    f = {"relu": lambda a: a.relu(), "tanh": lambda a: a.tanh(), "exp": lambda a: a.exp(),
+         "gelu": lambda a: a.gelu(), "gelu_tanh": lambda a: a.gelu("tanh")}[fn]
+    check_grad(f, (4, 5))
+
+
+def test_log():
+    check_grad(lambda a: a.log(), (4, 5), positive=True)
+
+
+def test_reused_input_and_diamond():
+    check_grad(lambda a: a * a + (a.exp() * a).sum(axis=0), (3, 4))
+
+
+def test_gelu_is_exact_erf():
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 2.0])
+    from math import erf, sqrt
+    expected = [v * 0.5 * (1 + erf(v / sqrt(2))) for v in x]
+    np.testing.assert_allclose(Tensor(x).gelu().data, expected, rtol=1e-15, atol=1e-16)
+
+
+def test_leaf_gradients_accumulate_and_hook_fires_once_per_backward():
+    x = Tensor(np.ones(3), requires_grad=True)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.copy()))
+    for _ in range(2):
+        (x * 2 + x * 3).sum().backward()  # two consumers: the hook waits for both
+    np.testing.assert_array_equal(x.grad, [10.0, 10.0, 10.0])
+    assert [s.tolist() for s in seen] == [[5.0] * 3, [10.0] * 3]
+
+
+def test_graph_is_freed_after_backward():
+    x = Tensor(np.ones(3), requires_grad=True)
+    y = (x * 2).sum()
+    y.backward()
+    with pytest.raises(RuntimeError):
+        y.backward()
+
+
+def test_no_grad_records_nothing():
+    x = Tensor(np.ones(3), requires_grad=True)
+    with no_grad():
+        y = x * 2
+    assert not y.requires_grad and y._backward is None
+    assert (x * 2).requires_grad
+
+
+def test_float32_stays_float32():
+    x = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    y = ((x * 2.0 + 1) / 3.0 - 0.5).gelu().mean()
+    y.backward()
+    assert y.dtype == np.float32 and x.grad.dtype == np.float32
+
+
+def test_input_gradient_is_not_computed():
+    x = Tensor(np.ones((2, 3)))              # data: no gradient wanted
+    w = Tensor(np.ones((3, 4)), requires_grad=True)
+    (x @ w).sum().backward()
+    assert x.grad is None and w.grad.shape == (3, 4)
