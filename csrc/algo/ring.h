@@ -53,6 +53,20 @@ struct ChunkLayout {
   }
 };
 
+// The reduce-scatter half of a round, up to its last step: push our data of chunk r-1 (step 0),
+// then add our data to each partial sum that arrives and pass it on (steps 1 .. n-2). What
+// arrives next is chunk r, which only our data is missing.
+template <class Prims, class Segment>
+void reduceScatterSteps(Prims& p, const char* in, size_t elemSize, int rank, int n,
+                        Segment seg) {
+  Range s = seg(reduceScatterSendChunk(rank, 0, n));
+  p.send(in + s.start * elemSize, s.size());
+  for (int step = 1; step < n - 1; ++step) {
+    s = seg(reduceScatterSendChunk(rank, step, n));
+    p.recvReduceSend(in + s.start * elemSize, s.size());
+  }
+}
+
 // in and out are whole buffers (byte pointers, elemSize bytes per element); in == out is in place.
 template <class Prims>
 void ringAllReduce(Prims& p, const char* in, char* out, size_t count, size_t elemSize,
@@ -61,16 +75,9 @@ void ringAllReduce(Prims& p, const char* in, char* out, size_t count, size_t ele
   size_t rounds = numSegments(layout.maxChunk(), segmentCount);
   for (size_t round = 0; round < rounds; ++round) {
     auto seg = [&](int chunk) { return layout.segment(chunk, round, rounds); };
-    // step 0: push our own data of chunk r-1 to the next rank
-    Range s = seg(reduceScatterSendChunk(rank, 0, n));
-    p.send(in + s.start * elemSize, s.size());
-    // steps 1 .. n-2: add our data to what arrived and pass the partial sum on
-    for (int step = 1; step < n - 1; ++step) {
-      s = seg(reduceScatterSendChunk(rank, step, n));
-      p.recvReduceSend(in + s.start * elemSize, s.size());
-    }
+    reduceScatterSteps(p, in, elemSize, rank, n, seg);
     // step n-1: chunk r is complete here; keep it and start its trip around the ring
-    s = seg(rank);
+    Range s = seg(rank);
     p.recvReduceCopySend(in + s.start * elemSize, out + s.start * elemSize, s.size());
     // n-2 steps: keep each finished chunk that arrives and forward it
     for (int step = 1; step < n - 1; ++step) {
@@ -92,14 +99,9 @@ void ringReduceScatter(Prims& p, const char* in, char* out, size_t count, size_t
   size_t outStart = layout.chunks[rank].start;
   for (size_t round = 0; round < rounds; ++round) {
     auto seg = [&](int chunk) { return layout.segment(chunk, round, rounds); };
-    Range s = seg(reduceScatterSendChunk(rank, 0, n));
-    p.send(in + s.start * elemSize, s.size());
-    for (int step = 1; step < n - 1; ++step) {
-      s = seg(reduceScatterSendChunk(rank, step, n));
-      p.recvReduceSend(in + s.start * elemSize, s.size());
-    }
+    reduceScatterSteps(p, in, elemSize, rank, n, seg);
     // last step: chunk r is complete and stays here
-    s = seg(rank);
+    Range s = seg(rank);
     p.recvReduceCopy(in + s.start * elemSize, out + (s.start - outStart) * elemSize, s.size());
   }
 }
