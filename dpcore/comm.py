@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _C, trace
 from .arrays import as_numpy, check_contiguous, check_out
+from .cost import auto as _auto
 from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, DTYPES, FLOATING, OPS,
                      REDUCE_SCATTER, dtype_code)
 from .sharding import shard_range
@@ -51,6 +52,8 @@ class Communicator:
             self._node = self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = self._node.Get_rank(), self._node.Get_size()
         self.transport = self._choose_transport()
+        _auto.agree(self._mpi)  # every rank chooses by rank 0's fitted cost model
+        self._auto_bands = _auto.bands(self.size, _ONE_SHOT_BYTES, self.transport)
         self._pending = []
         self._backend = self._connect()
 
@@ -104,7 +107,8 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a, result = check_out(out, a.dtype, stop - start, None), out
-        return self._launch(REDUCE_SCATTER, dtype, opc, 0, self._algo(algo, a.nbytes), a, out_a,
+        return self._launch(REDUCE_SCATTER, dtype, opc, 0,
+                            self._algo(algo, a.nbytes, "reduce_scatter"), a, out_a,
                             a.size, a.size, result, async_op)
 
     def all_gather(self, s, out=None, async_op=False, algo="auto"):
@@ -122,8 +126,8 @@ class Communicator:
         else:
             out_a = check_out(out, a.dtype, None, None).reshape(-1)
             result = out
-        return self._launch(ALL_GATHER, dtype, 0, 0, self._algo(algo, out_a.nbytes), a, out_a,
-                            a.size, out_a.size, result, async_op)
+        return self._launch(ALL_GATHER, dtype, 0, 0, self._algo(algo, out_a.nbytes, "all_gather"),
+                            a, out_a, a.size, out_a.size, result, async_op)
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
         a, _ = (x, None) if type(x) is np.ndarray else as_numpy(x)
@@ -133,7 +137,8 @@ class Communicator:
             raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {self.size})")
         if not a.flags.writeable:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
-        return self._launch(BROADCAST, dtype, 0, int(root), self._algo(algo, a.nbytes), a, a,
+        return self._launch(BROADCAST, dtype, 0, int(root),
+                            self._algo(algo, a.nbytes, "broadcast"), a, a,
                             a.size, a.size, x, async_op)
 
     def barrier(self):
@@ -156,10 +161,11 @@ class Communicator:
             raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {a.dtype}")
         return dtype, opc
 
-    @staticmethod
-    def _algo(algo, nbytes):
-        if algo == "auto":
-            return 0 if nbytes <= _ONE_SHOT_MAX else 1
+    def _algo(self, algo, nbytes, coll="all_reduce"):
+        if algo == "auto":  # one_shot inside the band dpcore.cost.auto derived from the fit
+            lo, hi = self._auto_bands.get(coll) or _auto.fill(
+                coll, nbytes, self.size, _ONE_SHOT_BYTES, self.rank, self.transport)
+            return 0 if lo <= nbytes <= hi else 1
         code = ALGORITHMS.get(algo)
         if code is None:
             raise ValueError(f"dpcore: unknown algo {algo!r}; expected auto or one of "

@@ -9,6 +9,11 @@ the collective runs once more, and every rank counts the elements whose bits dif
 result it computed itself; #wrong is the sum over ranks.
 
 algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
+
+Beside each row: the algorithm that ran (for -a auto, the one the communicator picked) and, when
+a fitted cost model exists (dpcore.cost.load(), or --model FILE), pred_us (the model's time for
+that algorithm and size) and model_err% = (pred_us - in-place time) / in-place time. --plot
+draws busbw against size (plot.py).
 """
 import argparse
 import json
@@ -21,6 +26,7 @@ import time
 
 import numpy as np
 
+from .. import comm as comm_module
 from ..comm import Communicator
 from ..dtypes import DTYPES, parse_dtype
 from ..sharding import shard_range
@@ -102,6 +108,13 @@ def parser(collective=None):
     p.add_argument("--repeat", type=int, default=1,
                    help="run each timed block this many times (alternating) and report medians")
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
+    p.add_argument("--model", metavar="FILE", default=None,
+                   help="fitted cost model (JSON from `python -m dpcore.cost fit --out FILE`) "
+                        "for the pred_us and model_err%% columns and for -a auto's choice; "
+                        "default: the fit's default file, if there is one")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="draw busbw against size for dpcore, MPI (--compare mpi) and the "
+                        "model (needs matplotlib)")
     return p
 
 
@@ -132,6 +145,10 @@ class Bench:
         self.max_op = MPI.MAX
         self.n, self.rank = self.mpi.Get_size(), self.mpi.Get_rank()
         self.rows = []
+        self.model, self.model_info, self.model_path = None, None, None  # {algo: Params}
+
+    def use_model(self, params, info, path):
+        self.model, self.model_info, self.model_path = params, info, path
 
     def say(self, text=""):
         if self.rank == 0:
@@ -246,8 +263,11 @@ class Bench:
                     row.update(_columns(f"{label}_mpi", size, m["mpi_time"], factor))
                     row[f"{label}_ratio"] = (m["mpi_time"] / m["time"]
                                              if m["mpi_time"] and m["time"] else None)
+            row["algo_used"] = algo_used(self.comm, coll.name, size, args.algo)
+            if self.model is not None:
+                row.update(_model_columns(self.model, coll.name, row))
             self.rows.append(row)
-            self.say(_format_row(row, args.compare == "mpi"))
+            self.say(_format_row(row, args.compare == "mpi", self.model is not None))
 
     # -- header and summary -------------------------------------------------------------------
 
@@ -268,7 +288,9 @@ class Bench:
         if self.rank == 0:
             print("\n".join(lines), flush=True)
         self.say("#")
-        self.say(_table_header(a.compare == "mpi"))
+        for line in self.model_info or ():
+            self.say(line)
+        self.say(_table_header(a.compare == "mpi", self.model is not None))
 
     def summary(self):
         wrong = sum(r[f"{p}_wrong"] or 0 for r in self.rows for p in ("oop", "ip"))
@@ -285,8 +307,73 @@ class Bench:
                      f"{'n/a' if mpi_avg is None else format(mpi_avg, 'g')}"
                      "   (MPI columns: in-place; out-of-place ones are in --json)")
             result["avg_mpi_busbw"] = mpi_avg
+        errors = [(r["size"], abs(r["model_err%"])) for r in self.rows
+                  if r.get("model_err%") is not None]
+        if errors:
+            large = [e for s, e in errors if s >= _LARGE]
+            text = f"median |model_err%| {statistics.median(e for _, e in errors):.0f} % " \
+                f"over {len(errors)} sizes"
+            if large:
+                text += f", {statistics.median(large):.0f} % from {_LARGE >> 10} KiB up"
+            self.say(f"# Model error          : {text}")
+            result["median_abs_model_err%"] = statistics.median(e for _, e in errors)
         self.say("#")
         return result
+
+
+def algo_used(comm, coll_name, nbytes, algo):
+    """The algorithm the communicator runs for a call of nbytes (as its _algo sees them: the
+    whole buffer S): `algo` itself, or what "auto" picks."""
+    if algo != "auto":
+        return algo
+    try:
+        code = comm._algo("auto", nbytes, coll_name)
+    except TypeError:  # a Communicator whose auto looks at the size only
+        code = comm._algo("auto", nbytes)
+    return _ALGO_NAMES[code]
+
+
+_ALGO_NAMES = {code: name for name, code in comm_module.ALGORITHMS.items()}
+_LARGE = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)
+
+
+def _model_columns(params, coll_name, row):
+    """pred_us: the model's time for the algorithm that ran; model_err%: against in-place."""
+    from ..cost import predict
+
+    pred = predict(coll_name, row["algo_used"], row["size"], row["nranks"], params) * 1e6
+    measured = row["ip_time_us"]
+    err = (pred - measured) / measured * 100 if measured else None
+    return {"pred_us": pred, "model_err%": err}
+
+
+def load_model(path, n, parser):
+    """({algo: Params} or None, header lines, path): --model FILE, else the fit's default
+    file."""
+    from ..cost import default_path, load
+    from ..cost.auto import use_params
+
+    explicit = path is not None
+    path = path or default_path()
+    where = f"--model {path}" if explicit else path
+    try:
+        params, doc = load(path) or None, {}
+        if params:
+            with open(path) as f:
+                doc = json.load(f)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"{where}: cannot read a fitted cost model: {e}")
+    if params is None:
+        if explicit:
+            parser.error(f"{where}: no such file (or no algorithms in it)")
+        return None, [f"# no fitted cost model: `mpiexec -n {max(n, 2)} python -m dpcore.cost "
+                      "fit` adds pred_us and model_err% columns (or --model FILE)", "#"], None
+    if explicit:  # -a auto then chooses by the same model the columns predict with
+        use_params(params, path, doc.get("transport"))
+    fitted = ", ".join(f"{k} {doc[k]}" for k in ("ranks", "transport", "dtype", "created")
+                       if k in doc)
+    return params, [f"# model: {path} ({fitted}); pred_us = alpha-beta time of the algorithm "
+                    "run, model_err% = (pred_us - in-place time) / in-place time", "#"], path
 
 
 def _bits(a):
@@ -307,9 +394,11 @@ def _columns(prefix, size, seconds, factor):
 _PARAMS = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
 _BLOCK = "  {:>7}  {:>6}  {:>6}  {:>6}"
 _MPI_BLOCK = "  {:>8}  {:>9}  {:>5}"
+_ALGO_BLOCK = "  {:>8}"
+_MODEL_BLOCK = "  {:>8}  {:>10}"
 
 
-def _table_header(compare):
+def _table_header(compare, model=False):
     params_width = len(_PARAMS.format(*[""] * 5))
     block_width = len(_BLOCK.format(*[""] * 4))
     meta = "#" + " " * (params_width - 1) + "out-of-place".center(block_width)
@@ -323,6 +412,13 @@ def _table_header(compare):
         meta += "MPI in-place".center(len(_MPI_BLOCK.format(*[""] * 3)))
         names += _MPI_BLOCK.format("mpi time", "mpi busbw", "ratio")
         units += _MPI_BLOCK.format("(us)", "(GB/s)", "")
+    meta += " " * len(_ALGO_BLOCK.format(""))
+    names += _ALGO_BLOCK.format("algo")
+    units += _ALGO_BLOCK.format("")
+    if model:
+        meta += "model".center(len(_MODEL_BLOCK.format("", "")))
+        names += _MODEL_BLOCK.format("pred_us", "model_err%")
+        units += _MODEL_BLOCK.format("(us)", "(%)")
     return "\n".join((meta.rstrip(), names, units.rstrip()))
 
 
@@ -336,7 +432,7 @@ def _num(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
 
 
-def _format_row(row, compare):
+def _format_row(row, compare, model=False):
     text = _PARAMS.format(row["size"], row["count"], row["type"], row["redop"], row["root"])
     for p in ("oop", "ip"):
         wrong = row[f"{p}_wrong"]
@@ -345,6 +441,9 @@ def _format_row(row, compare):
     if compare:
         text += _MPI_BLOCK.format(_time_text(row["ip_mpi_time_us"]),
                                   _num(row["ip_mpi_busbw"]), _num(row["ip_ratio"]))
+    text += _ALGO_BLOCK.format(row["algo_used"])
+    if model:
+        text += _MODEL_BLOCK.format(_time_text(row["pred_us"]), _num(row["model_err%"], "+.0f"))
     return text
 
 
@@ -352,6 +451,8 @@ def _format_row(row, compare):
 
 def main(argv=None, collective=None):
     """Run the benchmark; returns the exit status (1 when any element was wrong)."""
+    from mpi4py import MPI
+
     import dpcore
 
     p = parser(collective)
@@ -361,10 +462,19 @@ def main(argv=None, collective=None):
     iters = 1 if args.iters is None else args.iters
     if min(args.stepfactor, args.repeat, iters) < 1 or min(args.warmup_iters, args.check) < 0:
         p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
+    if args.plot:
+        from .plot import check_matplotlib
+
+        try:
+            check_matplotlib()
+        except ImportError as e:
+            p.error(str(e))
     coll = COLLECTIVES[collective or args.collective]
     ops = args.op if coll.reduces else ["sum"]
+    model = load_model(args.model, MPI.COMM_WORLD.Get_size(), p)
     with dpcore.init() as comm:
         bench = Bench(comm, coll, args)
+        bench.use_model(*model)
         if coll.rooted and not 0 <= args.root < bench.n:
             bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
             return 2
@@ -384,8 +494,15 @@ def main(argv=None, collective=None):
                    "op": one(ops) if coll.reduces else None, "algo": args.algo,
                    "transport": comm.transport, "compare": args.compare,
                    "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
+            if bench.model is not None:
+                doc["model"] = os.path.abspath(bench.model_path)
             with open(args.json, "w") as f:
                 json.dump(doc, f, indent=1)
+        if args.plot and bench.rank == 0 and bench.rows:
+            from .plot import plot
+
+            plot(args.plot, bench.rows, coll, comm.transport, args.compare == "mpi")
+            print(f"# plot: {args.plot}", flush=True)
         bench.mpi.Free()
     return 1 if result["wrong"] else 0
 

@@ -1,0 +1,199 @@
+"""algo="auto": one_shot or ring, from the fitted crossover, at the cost of a dict lookup.
+
+The choice for a collective on n ranks is a band of sizes [lo, hi] (bytes, as Communicator._algo
+sees them) inside which one_shot runs; everything else goes around the ring. The band comes
+from, in this order:
+  1. DPCORE_ONE_SHOT_MAX, when set in the environment: one_shot up to it (the user said so);
+  2. the fitted cost model (`python -m dpcore.cost fit`, read by dpcore.cost.load()): one_shot
+     where its predicted time beats the ring's, i.e. below their crossover;
+  3. the built-in default: one_shot up to dpcore.comm._ONE_SHOT_MAX (32 KiB).
+and never past one_shot_limit, the most its shared slot holds. The band is computed once per
+(collective, ranks, limit, transport) (about a hundred model predictions). A Communicator
+keeps bands() for its (ranks, limit, transport), a {collective: (lo, hi)} dict, so its hot
+path is one dict lookup on the collective's name and two comparisons (see auto_code, which
+does the same for callers without a dict of their own); fill() computes a missing entry.
+
+Every rank must choose the same algorithm (the choice is in the header peers check), so every
+rank must see the same parameters: Communicator's __init__ can make rank 0's copy everyone's
+with agree(). DPCORE_EXPLAIN_AUTO=1 prints the choice and its reason once per (collective,
+ranks, power-of-two size class) to stderr.
+"""
+import json
+import math
+import os
+import sys
+
+from .choose import crossover, predict
+from .params import default_path, load
+from .units import fmt_bytes, fmt_time
+
+EXPLAIN = os.environ.get("DPCORE_EXPLAIN_AUTO", "") not in ("", "0")
+_NEVER = (1, 0)          # an empty band: ring at every size
+_BANDS = {}              # (coll, n, one_shot_limit, transport) -> (lo, hi, rule)
+_SHARED = {}             # (n, one_shot_limit, transport) -> {coll: (lo, hi)}, held by callers
+_EXPLAINED = set()       # (coll, n, size class) already printed
+_UNSET = object()
+_model = _UNSET          # (params or None, where they came from, transport they were fitted on)
+
+
+def auto_code(coll, nbytes, n, one_shot_limit, rank=0, transport=None):
+    """0 (one_shot) or 1 (ring), Communicator's algorithm codes."""
+    lo, hi = bands(n, one_shot_limit, transport).get(coll) or \
+        fill(coll, nbytes, n, one_shot_limit, rank, transport)
+    return 0 if lo <= nbytes <= hi else 1
+
+
+def bands(n, one_shot_limit, transport=None):
+    """The {coll: (lo, hi)} dict for these ranks, limit and transport, for a caller to keep and
+    read on its hot path; empty at first (fill() adds entries) and emptied in place when the
+    parameters change, so the caller's reference stays valid."""
+    return _SHARED.setdefault((n, one_shot_limit, transport), {})
+
+
+def fill(coll, nbytes, n, one_shot_limit, rank=0, transport=None):
+    """(lo, hi) for coll, also stored in bands(). With DPCORE_EXPLAIN_AUTO it is not stored, so
+    every call comes back here and rank 0 prints each choice once per size class."""
+    lo, hi, _ = band(coll, n, one_shot_limit, transport)
+    if EXPLAIN:
+        _explain(coll, nbytes, n, one_shot_limit, rank, transport)
+    else:
+        bands(n, one_shot_limit, transport)[coll] = (lo, hi)
+    return lo, hi
+
+
+def auto_algorithm(coll, nbytes, n, one_shot_limit, transport=None):
+    """("one_shot" | "ring", reason): what algo="auto" runs for nbytes, and why."""
+    lo, hi, rule = band(coll, n, one_shot_limit, transport)
+    algo = "one_shot" if lo <= nbytes <= hi else "ring"
+    return algo, _reason(algo, rule, coll, nbytes, n, one_shot_limit)
+
+
+def band(coll, n, one_shot_limit, transport=None):
+    """(lo, hi, rule): auto runs one_shot for lo <= nbytes <= hi; rule records why (cached)."""
+    key = (coll, n, one_shot_limit, transport)
+    found = _BANDS.get(key)
+    if found is None:
+        found = _BANDS[key] = _compute_band(coll, n, one_shot_limit, transport)
+    return found
+
+
+def model():
+    """(params, source, transport): the fitted {algo: Params} auto chooses by (None if there
+    are none), where they came from, and the transport they were measured on."""
+    global _model
+    if _model is _UNSET:
+        path = default_path()
+        params = load(path)
+        fitted_on = _fitted_transport(path) if params else None
+        _model = (params, path if params else None, fitted_on)
+    return _model
+
+
+def use_params(params, source="given", transport=None):
+    """Choose by these {algo: Params} (None: the default rule) from now on; forgets the cache.
+    For the bench's --model, tests, and agree()."""
+    global _model
+    _model = (params, source if params else None, transport if params else None)
+    _clear()
+
+
+def forget():
+    """Reload the fitted parameters on next use (after a new `fit`)."""
+    global _model
+    _model = _UNSET
+    _clear()
+
+
+def _clear():
+    _BANDS.clear()
+    _EXPLAINED.clear()
+    for held in _SHARED.values():
+        held.clear()  # in place: Communicators hold these dicts
+
+
+def agree(mpi_comm):
+    """Make rank 0's parameters every rank's (a collective over mpi_comm): ranks that read
+    different files, or one that lacks it, would otherwise choose differently and fail."""
+    use_params(*mpi_comm.bcast(model() if mpi_comm.Get_rank() == 0 else None, root=0))
+
+
+# -- computing the band, once ---------------------------------------------------------------
+
+def _compute_band(coll, n, limit, transport):
+    env = os.environ.get("DPCORE_ONE_SHOT_MAX")
+    if env is not None:
+        return 0, min(int(env), limit), ("env", int(env))
+    params, source, fitted_on = model()
+    usable = params is not None and {"one_shot", "ring"} <= set(params)
+    if usable and transport is not None and fitted_on is not None and fitted_on != transport:
+        return 0, min(_default_max(), limit), ("other_transport", fitted_on, transport)
+    if not usable:
+        return 0, min(_default_max(), limit), ("default", None)
+    x = crossover(coll, "one_shot", "ring", n, params)
+    one_shot_small = (predict(coll, "one_shot", 1, n, params) <=
+                      predict(coll, "ring", 1, n, params))
+    if x is None:
+        lo, hi = (0, limit) if one_shot_small else _NEVER
+    elif one_shot_small:  # the usual shape: one alpha beats the ring's steps until bytes win
+        lo, hi = 0, min(math.ceil(x) - 1, limit)
+    else:
+        lo, hi = (math.ceil(x), limit) if math.ceil(x) <= limit else _NEVER
+    return lo, hi, ("fitted", x, one_shot_small, source)
+
+
+def _default_max():
+    from .. import comm  # loaded already whenever a Communicator asks
+
+    return comm._ONE_SHOT_MAX
+
+
+def _fitted_transport(path):
+    try:
+        with open(path) as f:
+            return json.load(f).get("transport")
+    except (OSError, ValueError):
+        return None
+
+
+# -- saying why -----------------------------------------------------------------------------
+
+def _reason(algo, rule, coll, nbytes, n, limit):
+    size, kib = fmt_bytes(nbytes, binary=True), lambda b: fmt_bytes(b, binary=True)
+    other = "ring" if algo == "one_shot" else "one_shot"
+    kind = rule[0]
+    if algo == "ring" and nbytes > limit:
+        past = f"ring: {size} is past one_shot's {kib(limit)} slot"
+        if kind == "fitted" and rule[1] is not None and rule[2] and nbytes >= rule[1]:
+            past += f" (and above the fitted crossover at {kib(rule[1])})"
+        return past
+    if kind == "env":
+        side = "<=" if algo == "one_shot" else ">"
+        return f"{algo}: {size} {side} DPCORE_ONE_SHOT_MAX={rule[1]} (set in the environment)"
+    if kind in ("default", "other_transport"):
+        side = "<=" if algo == "one_shot" else ">"
+        why = ("no fitted cost model; `mpiexec -n N python -m dpcore.cost fit` makes one"
+               if kind == "default" else
+               f"the cost model was fitted on transport {rule[1]}, this is {rule[2]}")
+        return f"{algo}: {size} {side} {kib(_default_max())}, the default switch ({why})"
+    _, x, one_shot_small, source = rule
+    params = model()[0]
+    t = {a: predict(coll, a, nbytes, n, params) for a in ("one_shot", "ring")}
+    times = f"{fmt_time(t[algo])} vs {other} {fmt_time(t[other])} predicted"
+    where = f"{coll} of {size} on {n} ranks"
+    if x is None:
+        return f"{algo}: {times} for {where}; {algo} is faster at every size (fitted, {source})"
+    below = (algo == "one_shot") == one_shot_small
+    return (f"{algo}: {times} for {where}, {'below' if below else 'above'} the fitted "
+            f"crossover at {kib(x)} ({source})")
+
+
+def _explain(coll, nbytes, n, limit, rank, transport):
+    key = (coll, n, int(nbytes).bit_length())
+    if rank == 0 and key not in _EXPLAINED:
+        _EXPLAINED.add(key)
+        reason = auto_algorithm(coll, nbytes, n, limit, transport)[1]
+        print(f"dpcore auto: {reason}", file=sys.stderr, flush=True)
+
+
+__all__ = ["agree", "auto_algorithm", "auto_code", "band", "bands", "fill", "forget", "model",
+           "use_params"]
