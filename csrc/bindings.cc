@@ -125,7 +125,6 @@ PYBIND11_MODULE(_C, m) {
           }, py::call_guard<py::gil_scoped_release>())
       .def("drain", &Comm::drain, py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", [](Comm& c, double s) { c.shm().setTimeout(s); })
-      .def("set_stream_bytes", [](Comm& c, size_t b) { c.shm().setStreamBytes(b); })
       .def("enable_trace", [](Comm& c, bool on) { c.shm().tracer_.enabled = on; })
       // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
       .def("take_trace", [](Comm& c) {

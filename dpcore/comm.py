@@ -249,8 +249,6 @@ def _connect_shm(node, timeout):
         shm.unlink()
     if not all_mapped:
         raise RuntimeError(f"dpcore: cannot map shared memory {name}: {error}")
-    if "DPCORE_STREAM_BYTES" in os.environ:  # a tuning knob; the default is csrc's
-        shm.set_stream_bytes(int(os.environ["DPCORE_STREAM_BYTES"]))
     return shm
 
 

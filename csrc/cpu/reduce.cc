@@ -5,11 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
 
 #include "cpu/half.h"
 
@@ -43,21 +38,6 @@ void reduceLoop(const T* __restrict a, const T* __restrict b, T* out, T* out2, s
     T v = store(r, T{});
     out[i] = v;
     if (kTwoOut) out2[i] = v;
-  }
-}
-
-template <typename T, typename Op>
-void reduce2Typed(const void* a, const void* b, void* out, void* out2, size_t count, int divisor);
-
-// Reduces a cache-sized block at a time into a buffer on the stack, then streams it to out.
-template <typename T, typename Op>
-void reduce2Stream(const T* a, const T* b, T* out, T* out2, size_t count, int divisor) {
-  constexpr size_t kBlock = 4096 / sizeof(T);
-  alignas(64) T block[kBlock];
-  for (size_t base = 0; base < count; base += kBlock) {
-    size_t len = std::min(kBlock, count - base);
-    reduce2Typed<T, Op>(a + base, b + base, block, out2 ? out2 + base : nullptr, len, divisor);
-    copyOut(out + base, block, len * sizeof(T), true);
   }
 }
 
@@ -123,14 +103,8 @@ void dispatch(DType dtype, ReduceOp op, Args... args) {
 }
 
 template <typename T, typename Op> struct Reduce2 {
-  static void run(const void* a, const void* b, void* out, void* out2, size_t count, int div,
-                  bool stream) {
-    if (stream) {
-      reduce2Stream<T, Op>(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out),
-                           static_cast<T*>(out2), count, div);
-    } else {
-      reduce2Typed<T, Op>(a, b, out, out2, count, div);
-    }
+  static void run(const void* a, const void* b, void* out, void* out2, size_t count, int div) {
+    reduce2Typed<T, Op>(a, b, out, out2, count, div);
   }
 };
 template <typename T, typename Op> struct ReduceMany {
@@ -142,35 +116,8 @@ template <typename T, typename Op> struct ReduceMany {
 }  // namespace
 
 void reduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, void* out2,
-             size_t count, int divisor, bool streamOut) {
-  dispatch<Reduce2>(dtype, op, a, b, out, out2, count, divisor, streamOut);
-}
-
-void copyOut(void* dst, const void* src, size_t bytes, bool streamOut) {
-#if defined(__AVX__)
-  if (streamOut) {
-    auto d = static_cast<char*>(dst);
-    auto s = static_cast<const char*>(src);
-    size_t head = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32;
-    if (head > bytes) head = bytes;
-    std::memcpy(d, s, head);
-    size_t i = head;
-    for (; i + 32 <= bytes; i += 32) {
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
-    }
-    std::memcpy(d + i, s + i, bytes - i);
-    return;
-  }
-#endif
-  (void)streamOut;
-  std::memcpy(dst, src, bytes);
-}
-
-void storeFence() {
-#if defined(__AVX__)
-  _mm_sfence();
-#endif
+             size_t count, int divisor) {
+  dispatch<Reduce2>(dtype, op, a, b, out, out2, count, divisor);
 }
 
 void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,

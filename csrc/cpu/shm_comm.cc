@@ -254,14 +254,13 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
   const size_t segmentCount = config_.slotBytes / elem;
-  const size_t outBytes = (task.coll == Coll::kReduceScatter ? task.count / n : task.total) * elem;
   // Verbs per round, for the trace's step labels: the 2(n-1) hops of an all-reduce take 2n-1
   // verbs (the first only sends, the last only receives), reduce-scatter and all-gather n, a
   // broadcast chain 1.
   const int steps = task.coll == Coll::kAllReduce ? 2 * n - 1
                     : task.coll == Coll::kBroadcast ? 1 : n;
   ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align,
-                 outBytes >= streamBytes_, steps);
+                 steps);
   auto in = static_cast<const char*>(task.in);
   auto out = static_cast<char*>(task.out);
   switch (task.coll) {

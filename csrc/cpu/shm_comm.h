@@ -47,7 +47,6 @@ class ShmComm {
   const ShmConfig& config() const { return config_; }
   uint64_t sequence() const { return seq_; }
   void setTimeout(double seconds) { timeout_ = seconds; }
-  void setStreamBytes(size_t bytes) { streamBytes_ = bytes; }
 
   // Waiting, shared with the primitives. blame() names the ranks a timeout blames ("rank 1").
   template <class Ready, class Blame>
@@ -87,9 +86,6 @@ class ShmComm {
   std::unique_ptr<ShmSegment> segment_;
   char* base_;
   double timeout_;
-  // Ring outputs of at least this many bytes are streamed past the cache (copyOut); smaller
-  // ones stay cached for whoever reads them next. A local choice: peers need not agree.
-  size_t streamBytes_ = 4 << 20;
   uint64_t seq_ = 0;
   const char* collName_ = "";  // of the collective in flight, for messages
   std::chrono::steady_clock::time_point deadline_;

@@ -14,16 +14,13 @@ namespace dpcore {
 class ShmPrims {
  public:
   // sendAlign / recvAlign: where data sits in the next rank's slots and in ours (ShmLayout).
-  // streamOut: write the user's output with non-temporal stores (large outputs; see copyOut).
   ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign,
-           bool streamOut, int stepsPerRound)
+           int stepsPerRound)
       : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
         next_((comm.rank() + 1) % comm.size()),
         prev_((comm.rank() + comm.size() - 1) % comm.size()),
         divisor_(op == ReduceOp::kAvg ? comm.size() : 0),
-        sendAlign_(sendAlign), recvAlign_(recvAlign), streamOut_(streamOut),
-        stepsPerRound_(stepsPerRound) {}
-  ~ShmPrims() { if (streamOut_) storeFence(); }
+        sendAlign_(sendAlign), recvAlign_(recvAlign), stepsPerRound_(stepsPerRound) {}
 
   void send(const void* src, size_t count) {
     TraceSpan span = step("send", count);
@@ -32,7 +29,7 @@ class ShmPrims {
   }
   void recv(void* dst, size_t count) {
     TraceSpan span = step("recv", count);
-    copyOut(dst, recvSlot(), count * elemSize_, streamOut_);
+    std::memcpy(dst, recvSlot(), count * elemSize_);
     postRecv();
   }
   void recvReduceSend(const void* src, size_t count) {
@@ -45,27 +42,27 @@ class ShmPrims {
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     TraceSpan span = step("recvReduceCopySend", count);
     const char* in = recvSlot();
-    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_, streamOut_);
+    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_);
     postSend();
     postRecv();
   }
   void recvReduceCopy(const void* src, void* dst, size_t count) {
     TraceSpan span = step("recvReduceCopy", count);
-    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_, streamOut_);
+    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_);
     postRecv();
   }
   void recvCopySend(void* dst, size_t count) {
     TraceSpan span = step("recvCopySend", count);
     const char* in = recvSlot();
     std::memcpy(sendSlot(), in, count * elemSize_);
-    copyOut(dst, in, count * elemSize_, streamOut_);
+    std::memcpy(dst, in, count * elemSize_);
     postSend();
     postRecv();
   }
   void copySend(const void* src, void* dst, size_t count) {
     TraceSpan span = step("copySend", count);
     std::memcpy(sendSlot(), src, count * elemSize_);
-    if (dst != src) copyOut(dst, src, count * elemSize_, streamOut_);
+    if (dst != src) std::memcpy(dst, src, count * elemSize_);
     postSend();
   }
 
@@ -103,7 +100,6 @@ class ShmPrims {
   int next_, prev_;
   int divisor_;  // n for avg: applied where a chunk's reduction completes
   uint32_t sendAlign_, recvAlign_;
-  bool streamOut_;
   int stepsPerRound_;
   uint64_t verbs_ = 0;
 };
