@@ -18,6 +18,7 @@ import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
 from dpcore.parallel import DataParallel, DistributedSampler
+from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
 
 
@@ -32,6 +33,12 @@ def parse_args(argv=None):
     p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket size in MiB")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument("--mixed-precision", choices=("float16", "bfloat16"), default=None,
+                   help="2-byte parameters and gradients, float32 master weights and moments "
+                        "(float16: with a dynamic loss scale)")
+    p.add_argument("--report-memory", action="store_true",
+                   help="after training, print each rank's measured bytes (held and sent per "
+                        "step) beside the ZeRO paper's formulas")
     return p.parse_args(argv)
 
 
@@ -103,14 +110,17 @@ def train(args, comm):
                           nn.Linear(args.hidden, 10))
     opt = optim.AdamW if args.optimizer == "adamw" else optim.SGD
     engine = DataParallel(model, comm, zero_stage=args.zero_stage, optimizer=opt, lr=args.lr,
-                          bucket_cap_mb=args.bucket_mb)
+                          bucket_cap_mb=args.bucket_mb, mixed_precision=args.mixed_precision)
     sampler = DistributedSampler(len(x_train), args.batch_size, comm.rank, comm.size,
                                  seed=args.seed)
     if comm.rank == 0:
         count = sum(p.size for p in model.parameters())
+        units = "unit(s)" if args.zero_stage == 3 else "bucket(s)"  # stage 3: one per module
         print(f"{name}: {len(x_train)} train, {len(x_test)} held out | {count} parameters, "
-              f"{len(engine.buckets)} bucket(s) | {comm.size} rank(s), {comm.transport}, "
-              f"ZeRO stage {args.zero_stage}", flush=True)
+              f"{len(engine.buckets)} {units} | {comm.size} rank(s), {comm.transport}, "
+              f"ZeRO stage {args.zero_stage}"
+              + (f", {args.mixed_precision} mixed precision" if args.mixed_precision else ""),
+              flush=True)
     for epoch in range(1, args.epochs + 1):
         sampler.set_epoch(epoch)
         bar = progress(len(sampler), epoch, comm.rank)
@@ -120,7 +130,7 @@ def train(args, comm):
             t0 = time.perf_counter()
             loss = F.cross_entropy(engine(Tensor(x_train[local])), y_train[local], reduction="sum")
             # summed loss x size / global batch: the ranks' average gradient is the batch mean's
-            (loss * (comm.size / total)).backward()
+            engine.scale_loss(loss * (comm.size / total)).backward()
             engine.step()
             engine.zero_grad()
             step_s += time.perf_counter() - t0
@@ -135,7 +145,17 @@ def train(args, comm):
             print(f"epoch {epoch:3d}  loss {sums[0] / len(x_train):.4f}  "
                   f"test acc {sums[1] / len(x_test):.4f}  samples/s {len(x_train) / slowest:9.0f}  "
                   f"comm wait {sums[2] / sums[3]:6.1%} of step time", flush=True)
+    if args.report_memory:
+        print_ledger(engine, comm)
     return engine
+
+
+def print_ledger(engine, comm):
+    """Every rank's ledger, in rank order (shards differ by an element here and there)."""
+    for r in range(comm.size):
+        if r == comm.rank:
+            print("\n".join(report(engine)), flush=True)
+        comm.barrier()
 
 
 def main(argv=None):

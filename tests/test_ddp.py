@@ -41,7 +41,10 @@ def test_sampler_splits_every_global_batch():
     assert len(DistributedSampler(n, batch, drop_last=True)) == 4
 
 
-def test_zero_stages_not_built_yet():
+def test_zero_stage_picks_its_engine():
     import dpcore.nn as nn
-    with pytest.raises(NotImplementedError):
-        DataParallel(nn.Linear(2, 2), comm=None, zero_stage=1)
+    from dpcore.parallel.zero1 import ZeroStage1
+    from dpcore.parallel.zero3 import ZeroStage3
+    assert issubclass(ZeroStage3, ZeroStage1) and issubclass(ZeroStage1, DataParallel)
+    with pytest.raises(ValueError, match="zero_stage"):
+        DataParallel(nn.Linear(2, 2), comm=None, zero_stage=4)

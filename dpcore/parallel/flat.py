@@ -3,13 +3,21 @@
 Each parameter's .data and .grad become views into them, in parameter order. So any run of
 consecutive parameters (a gradient bucket) and any `shard_range` of the buffer (a ZeRO shard)
 is a slice [start, stop) that one collective moves and one optimizer call updates.
+
+ZeRO shards each unit (a gradient bucket, or at stage 3 one module's parameters) on its own:
+rank r holds shard_range(unit size, N, r) of every unit (`Shards`). A unit's reduce-scatter then
+hands each rank exactly its chunk of that unit, and its all-gather rebuilds the unit, so the
+collectives overlap backward unit by unit. With a single unit (small models, the default bucket
+size) this is shard_range over the whole flat buffer.
 """
 from ..sharding import shard_range
 from ..tensor import Tensor, array_module
 
 
 class FlatParams:
-    def __init__(self, params):
+    def __init__(self, params, grads=True):
+        """grads=False: no flat gradient buffer (ZeRO-2/3 keep only a gradient shard), and every
+        parameter's .grad starts as None."""
         self.params = list(params)
         if not self.params:
             raise ValueError("FlatParams: no parameters")
@@ -17,17 +25,20 @@ class FlatParams:
         if len(dtypes) != 1:
             raise TypeError("FlatParams: parameters of one dtype only, got "
                             f"{sorted(map(str, dtypes))}")
-        xp = array_module(self.params[0].data)
+        self.xp = xp = array_module(self.params[0].data)
         self.offsets = [0]
         for p in self.params:
             self.offsets.append(self.offsets[-1] + p.data.size)
         self.data = xp.empty(self.offsets[-1], dtypes.pop())
-        self.grad = xp.zeros_like(self.data)
-        self.grad_views = []
+        self.grad = xp.zeros_like(self.data) if grads else None
+        self.grad_views = [] if grads else None
         for i, p in enumerate(self.params):
             start, stop = self.range(i)
             self.data[start:stop] = p.data.ravel()
             p.data = self.data[start:stop].reshape(p.data.shape)
+            if not grads:
+                p.grad = None
+                continue
             view = self.grad[start:stop].reshape(p.data.shape)
             if p.grad is not None:
                 view[...] = p.grad
@@ -36,7 +47,11 @@ class FlatParams:
 
     @property
     def count(self):
-        return self.data.size
+        return self.offsets[-1]
+
+    @property
+    def dtype(self):
+        return self.params[0].data.dtype
 
     def range(self, i):
         """(start, stop) of parameter i in the flat buffers."""
@@ -45,6 +60,10 @@ class FlatParams:
     def shard(self, rank, size):
         """(start, stop) of rank's shard of the flat buffers (ZeRO)."""
         return shard_range(self.count, size, rank)
+
+    def unit_range(self, indices):
+        """(start, stop) of a run of consecutive parameters (a bucket, in any order)."""
+        return self.offsets[min(indices)], self.offsets[max(indices) + 1]
 
     def adopt_grad(self, i):
         """Make parameter i's .grad the view again if something replaced it (zero_grad with
@@ -62,5 +81,33 @@ class FlatParams:
     def as_tensor(self, start=0, stop=None):
         """One tensor over [start, stop) of both buffers: what an optimizer updates."""
         t = Tensor(self.data[start:stop])
-        t.grad = self.grad[start:stop]
+        t.grad = self.grad[start:stop] if self.grad is not None else None
         return t
+
+
+class Shards:
+    """Rank's chunk of each unit: shard_range over the unit, in flat coordinates, and where it
+    sits in the rank's contiguous shard storage (the chunks one after another, in unit order).
+
+    units: [(start, stop)] runs of the flat buffer, e.g. gradient buckets."""
+
+    def __init__(self, units, rank, size):
+        self.units, self.rank, self.size = list(units), rank, size
+        self.chunks, self.offsets = [], [0]
+        for start, stop in self.units:
+            lo, hi = shard_range(stop - start, size, rank)
+            self.chunks.append((start + lo, start + hi))
+            self.offsets.append(self.offsets[-1] + hi - lo)
+
+    @property
+    def count(self):
+        """Elements this rank holds over all units."""
+        return self.offsets[-1]
+
+    def local(self, u):
+        """(lo, hi) of unit u's chunk inside the unit: the reduce-scatter output slice."""
+        return self.chunks[u][0] - self.units[u][0], self.chunks[u][1] - self.units[u][0]
+
+    def storage(self, u):
+        """(lo, hi) of unit u's chunk inside the contiguous shard storage."""
+        return self.offsets[u], self.offsets[u + 1]
