@@ -109,6 +109,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
            py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def("unlink", [](Comm& c) { c.shm().unlinkSegment(); })
+      .def("can_read_peers", [](Comm& c) { return c.shm().canReadPeers(); },
+           py::call_guard<py::gil_scoped_release>())
       // in and out are NumPy arrays (the caller keeps them alive until the collective is done).
       .def("run", [](Comm& c, int coll, int dtype, int op, int root, int algo, py::array in,
                      py::array out, size_t count, size_t total) {

@@ -20,6 +20,14 @@ from .sharding import shard_range
 from .work import Work
 
 ALGORITHMS = {"one_shot": 0, "ring": 1}
+# all_gather and broadcast only, where the ranks may read each other's memory (comm.direct): every
+# rank copies straight from the peers' buffers, one copy where the ring's FIFO takes two.
+DIRECT, _DIRECT_CODE = "direct", 3
+# auto takes direct from these output sizes up (bytes), when the ranks allow it. Measured on the
+# 2-core development VM, 2 ranks, medians of 3 (benchmarks/results/2026-11-29-cpu.md): the ring
+# wins while the buffers fit the cache (all_gather 1.2-1.4x MPI at 1-16 MiB, broadcast 1.7-2x
+# at 256 KiB-4 MiB) and falls to 0.4-0.6x beyond it, where direct holds 1.0x.
+_DIRECT_MIN = {"all_gather": 32 << 20, "broadcast": 16 << 20}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
 _FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step holds one slot of
@@ -55,6 +63,7 @@ class Communicator:
         _auto.agree(self._mpi)  # every rank chooses by rank 0's fitted cost model
         self._auto_bands = _auto.bands(self.size, _ONE_SHOT_BYTES, self.transport)
         self._pending = []
+        self.direct = False  # set by _connect when every rank may read every peer's memory
         self._backend = self._connect()
 
     def _choose_transport(self):
@@ -71,6 +80,7 @@ class Communicator:
     def _connect(self):
         if self.transport == "shm":
             shm = _connect_shm(self._node, self.timeout)
+            self.direct = self._node.allreduce(shm.can_read_peers(), op=_mpi_land())
             if trace.enabled():
                 trace.watch(self.rank, shm)
             return shm
@@ -117,7 +127,7 @@ class Communicator:
         check_contiguous(a, "shard")
         a = a.reshape(-1)
         if algo != "auto" and algo not in ALGORITHMS:
-            self._algo(algo, 0)  # raises before the shard sizes travel
+            self._algo(algo, 0, "all_gather")  # raises before the shard sizes travel
         if out is None:
             self._reap()
             total = sum(self._checked_backend().exchange_counts(dtype, a.size))
@@ -165,11 +175,20 @@ class Communicator:
         if algo == "auto":  # one_shot inside the band dpcore.cost.auto derived from the fit
             lo, hi = self._auto_bands.get(coll) or _auto.fill(
                 coll, nbytes, self.size, _ONE_SHOT_BYTES, self.rank, self.transport)
-            return 0 if lo <= nbytes <= hi else 1
+            if lo <= nbytes <= hi:
+                return 0
+            return _DIRECT_CODE if self.direct and nbytes >= _DIRECT_MIN.get(coll, nbytes + 1) else 1
+        if algo == DIRECT:
+            if coll not in _DIRECT_MIN:
+                raise ValueError(f"dpcore: algo 'direct' runs all_gather and broadcast, not {coll}")
+            if not self.direct:
+                raise ValueError("dpcore: algo 'direct' needs ranks on one node that may read each "
+                                 "other's memory (process_vm_readv); not available here")
+            return _DIRECT_CODE
         code = ALGORITHMS.get(algo)
         if code is None:
             raise ValueError(f"dpcore: unknown algo {algo!r}; expected auto or one of "
-                             f"{', '.join(ALGORITHMS)}")
+                             f"{', '.join(ALGORITHMS)}, or direct (all_gather, broadcast)")
         if code == 0 and nbytes > _ONE_SHOT_BYTES:
             raise ValueError(f"dpcore: algo 'one_shot' takes at most {_ONE_SHOT_BYTES} "
                              f"bytes per rank, got {nbytes}")

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "algo/ring.h"
+#include "cpu/direct.h"
 #include "cpu/reduce.h"
 #include "cpu/shm_prims.h"
 #include "dpcore/error.h"
@@ -31,6 +32,12 @@ bool processAlive(pid_t pid) {
 
 }  // namespace
 
+namespace {
+// A word at a known address in every rank, for canReadPeers.
+constexpr uint64_t kProbeValue = 0x6470636f72650a01ull;  // "dpcore" and a version
+const volatile uint64_t probeWord = kProbeValue;
+}  // namespace
+
 ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig& config,
                  double timeoutSeconds)
     : rank_(rank), config_(config), layout_(config),
@@ -38,6 +45,8 @@ ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig
       base_(segment_->data()), timeout_(timeoutSeconds) {
   layout_.rank(base_, rank_)->pid.value.store(static_cast<uint64_t>(getpid()),
                                               std::memory_order_release);
+  layout_.rank(base_, rank_)->probe.value.store(reinterpret_cast<uint64_t>(&probeWord),
+                                                std::memory_order_release);
   lastPeerCheck_ = std::chrono::steady_clock::now();
 }
 
@@ -75,7 +84,7 @@ std::string ShmComm::describe(const CollHeader& h) const {
     s += std::string(", op=") + opName(static_cast<ReduceOp>(h.op));
   }
   if (coll == Coll::kBroadcast) s += ", root=" + std::to_string(h.root);
-  static const char* algos[] = {"one_shot", "ring", "counts_only"};
+  static const char* algos[] = {"one_shot", "ring", "counts_only", "direct"};
   s += std::string(", algo=") + algos[h.algo] + ")";
   return s;
 }
@@ -100,11 +109,11 @@ void ShmComm::arrive(const Task& task, CollHeader& header) {
   mine->arrived.value.store(seq_, std::memory_order_release);
 }
 
-std::string ShmComm::ranksBehind(uint64_t seq) const {
+std::string ShmComm::ranksBehind(Counter RankControl::*counter, uint64_t seq) const {
   std::string list;
   int count = 0;
   for (int r = 0; r < config_.size; ++r) {
-    if (layout_.rank(base_, r)->arrived.value.load(std::memory_order_acquire) < seq) {
+    if ((layout_.rank(base_, r)->*counter).value.load(std::memory_order_acquire) < seq) {
       list += (count++ ? ", " : "") + std::to_string(r);
     }
   }
@@ -120,7 +129,7 @@ std::vector<CollHeader> ShmComm::gatherHeaders(const CollHeader& mine) {
     }
     return true;
   };
-  waitUntil(allArrived, [&] { return ranksBehind(seq_); });
+  waitUntil(allArrived, [&] { return ranksBehind(&RankControl::arrived, seq_); });
   std::vector<CollHeader> headers(config_.size);
   for (int r = 0; r < config_.size; ++r) {
     headers[r] = r == rank_ ? mine : layout_.rank(base_, r)->header[seq_ % 2];
@@ -147,6 +156,19 @@ void ShmComm::checkHeaders(const std::vector<CollHeader>& headers, const CollHea
     fail("mismatch: the shards add up to " + std::to_string(shardTotal) +
          " elements but the output holds " + std::to_string(mine.total));
   }
+}
+
+bool ShmComm::canReadPeers() {
+  bool ok = true;
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    RankControl* peer = layout_.rank(base_, r);
+    uint64_t value = 0;
+    ok = ok && readPeer(static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire)),
+                        peer->probe.value.load(std::memory_order_acquire), &value,
+                        sizeof(value)) == 0 && value == kProbeValue;
+  }
+  return ok;
 }
 
 // The offset this rank's slot data takes (ShmLayout::kAlignSpan): that of the user buffer the
@@ -179,7 +201,9 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     static_cast<int32_t>(task.algo),
                     alignFor(task),
                     task.count,
-                    task.total};
+                    task.total,
+                    reinterpret_cast<uint64_t>(task.coll == Coll::kBroadcast ? task.out
+                                                                             : task.in)};
   checkAbort();
   arrive(task, header);
   std::vector<CollHeader> headers = gatherHeaders(header);
@@ -192,6 +216,8 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
     }
   } else if (task.algo == Algo::kRing) {
     runRing(task, headers);
+  } else if (task.algo == Algo::kDirect) {
+    runDirect(task, headers);
   } else {
     runOneShot(task, headers);
   }
@@ -281,6 +307,55 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
       break;
     case Coll::kBarrier:
       break;
+  }
+}
+
+// Direct: each rank copies what it needs straight out of the peers' buffers (addresses in the
+// headers), starting with the next rank so that readers spread over the peers; then it tells
+// the peers it is done and waits until they are, since a buffer must not change while a peer
+// may still read it.
+void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers) {
+  const int n = config_.size;
+  const size_t elem = dtypeSize(task.dtype);
+  char* out = static_cast<char*>(task.out);
+  if (task.coll == Coll::kAllGather) {
+    std::vector<size_t> offset(n + 1, 0);
+    for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + headers[r].count * elem;
+    for (int k = 1; k < n; ++k) {
+      int peer = (rank_ + k) % n;
+      readFrom(peer, headers[peer].addr, out + offset[peer], offset[peer + 1] - offset[peer]);
+    }
+    if (task.in != out + offset[rank_] && task.count) {
+      std::memcpy(out + offset[rank_], task.in, task.count * elem);
+    }
+  } else if (task.coll == Coll::kBroadcast && rank_ != task.root) {
+    readFrom(task.root, headers[task.root].addr, out, task.count * elem);
+  }
+  RankControl* mine = layout_.rank(base_, rank_);
+  mine->done.value.store(seq_, std::memory_order_release);
+  auto allDone = [&] {
+    for (int r = 0; r < n; ++r) {
+      if (layout_.rank(base_, r)->done.value.load(std::memory_order_acquire) < seq_) return false;
+    }
+    return true;
+  };
+  waitUntil(allDone, [&] { return ranksBehind(&RankControl::done, seq_) + " to finish reading"; });
+}
+
+// Reads in pieces, so that a peer's failure (the abort flag) stops a long read early.
+void ShmComm::readFrom(int peer, uint64_t remote, void* local, size_t bytes) {
+  constexpr size_t kPiece = 4 << 20;
+  auto pid = static_cast<pid_t>(layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
+  auto dst = static_cast<char*>(local);
+  for (size_t done = 0; done < bytes; done += kPiece) {
+    checkAbort();
+    size_t len = bytes - done < kPiece ? bytes - done : kPiece;
+    int err = readPeer(pid, remote + done, dst + done, len);
+    if (err == ESRCH) fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+    if (err != 0) {
+      fail("cannot read rank " + std::to_string(peer) + "'s buffer (process_vm_readv: " +
+           std::strerror(err) + ")");
+    }
   }
 }
 

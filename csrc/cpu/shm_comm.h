@@ -17,7 +17,9 @@
 namespace dpcore {
 
 // kCountsOnly publishes headers only: all_gather without out= learns the shard sizes first.
-enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2 };
+// kDirect (all_gather, broadcast): every rank reads what it needs straight from the peers'
+// buffers (cpu/direct.h), one copy instead of the ring's two.
+enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3 };
 
 struct Task {
   Coll coll = Coll::kBarrier;
@@ -41,6 +43,9 @@ class ShmComm {
   std::vector<CollHeader> run(const Task& task);
   // All ranks' all_gather shard sizes, through a header-only collective.
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine);
+  // Whether this rank may read every peer's memory (the direct algorithm); call on all ranks
+  // after every rank has mapped the segment, and agree on the answer (all must say yes).
+  bool canReadPeers();
 
   int rank() const { return rank_; }
   int size() const { return config_.size; }
@@ -72,13 +77,16 @@ class ShmComm {
 
  private:
   void arrive(const Task& task, CollHeader& header);
-  std::string ranksBehind(uint64_t seq) const;  // "ranks 1, 3": not yet arrived at seq
+  // "ranks 1, 3": those whose `counter` (arrived, done) is below seq.
+  std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
   std::vector<CollHeader> gatherHeaders(const CollHeader& mine);
   void checkHeaders(const std::vector<CollHeader>& headers, const CollHeader& mine);
   void checkPeers();
   std::string describe(const CollHeader& h) const;
   void runOneShot(const Task& task, const std::vector<CollHeader>& headers);
   void runRing(const Task& task, const std::vector<CollHeader>& headers);
+  void runDirect(const Task& task, const std::vector<CollHeader>& headers);
+  void readFrom(int peer, uint64_t remote, void* local, size_t bytes);
 
   int rank_;
   ShmConfig config_;

@@ -100,7 +100,7 @@ def parser(collective=None):
     p.add_argument("-o", "--op", type=_op_names, default=["sum"],
                    help="sum (default), prod, max, min, avg, or all")
     p.add_argument("-r", "--root", type=int, default=0, help="broadcast root (default 0)")
-    algos = ("auto",) + tuple(Communicator.algorithms)
+    algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
     p.add_argument("-a", "--algo", default="auto", choices=algos,
                    help=f"{', '.join(algos)} (default auto)")
     p.add_argument("--compare", choices=["mpi"], default=None,

@@ -39,7 +39,8 @@ for dtype in DTYPES:
         for pattern, sizes in shard_sizes(total):
             mine = make_input(dtype, "sum", sizes[rank], rank, size)
             want = mpi_allgatherv(world, mine)
-            for algo in ["auto", "ring"] + (["one_shot"] if want.nbytes <= (256 << 10) else []):
+            for algo in ["auto", "ring"] + (["one_shot"] if want.nbytes <= (256 << 10) else []) + (
+                    ["direct"] if comm.direct else []):
                 label = f"{dtype} total={total} shards={pattern} {sizes} algo={algo}"
                 check.equal(comm.all_gather(mine, algo=algo), want, f"all_gather {label}")
                 out = np.full(want.size, 99, dtype)
@@ -59,7 +60,8 @@ for dtype in DTYPES:
     for count in capped([0, 1, 7, 1009, 3 * segment + 11]):
         for root in range(size):
             data = make_input(dtype, "sum", count, root, size)
-            for algo in ["auto", "ring"] + (["one_shot"] if data.nbytes <= (256 << 10) else []):
+            for algo in ["auto", "ring"] + (["one_shot"] if data.nbytes <= (256 << 10) else []) + (
+                    ["direct"] if comm.direct else []):
                 label = f"{dtype} count={count} root={root} algo={algo}"
                 x = data.copy() if rank == root else np.full(count, 99, dtype)
                 want = mpi_bcast(world, x, root)

@@ -71,6 +71,7 @@ struct CollHeader {
   uint32_t align;  // where this rank's data sits in its slots: see ShmLayout::kAlignSpan
   uint64_t count;
   uint64_t total;
+  uint64_t addr;  // direct algorithm: where peers read this rank's data (its address space)
 };
 
 }  // namespace dpcore
