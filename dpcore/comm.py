@@ -28,6 +28,7 @@ DIRECT, _DIRECT_CODE = "direct", 3
 # wins while the buffers fit the cache (all_gather 1.2-1.4x MPI at 1-16 MiB, broadcast 1.7-2x
 # at 256 KiB-4 MiB) and falls to 0.4-0.6x beyond it, where direct holds 1.0x.
 _DIRECT_MIN = {"all_gather": 32 << 20, "broadcast": 16 << 20}
+ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
 _FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step holds one slot of

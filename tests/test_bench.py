@@ -14,6 +14,7 @@ import pytest
 from dpcore.bench.collectives import COLLECTIVES
 from dpcore.dtypes import bfloat16
 from dpcore.bench.harness import parse_size
+from test_direct import ptrace_allows_siblings
 
 SMALL = ["-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"]
 COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"]
@@ -114,6 +115,24 @@ def test_perf_script(tmp_path):
                         "-a", "ring", script=os.path.abspath(script))
     check_rows(doc, stdout, "all_gather", 2, compare=False)
     assert doc["algo"] == "ring"
+
+
+@needs_mpiexec
+@pytest.mark.skipif(not ptrace_allows_siblings(), reason="ranks may not read each other's memory")
+@pytest.mark.parametrize("coll", ["all_gather", "broadcast"])
+def test_direct_algorithm_and_auto_past_its_threshold(tmp_path, coll):
+    """-a direct runs where the ranks may read each other's memory, and auto reports direct
+    for the sizes where it takes it (32 MiB for all_gather, 16 MiB for broadcast)."""
+    import dpcore.comm as comm_module
+
+    stdout, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
+                        "0", "-a", "direct", "--compare", "mpi")
+    check_rows(doc, stdout, coll, 2)
+    assert {row["algo_used"] for row in doc["rows"]} == {"direct"}
+    big = comm_module._DIRECT_MIN[coll]
+    stdout, doc = bench(tmp_path, 2, coll, "-b", str(big), "-e", str(big), "-n", "1", "-w", "0")
+    check_rows(doc, stdout, coll, 2, compare=False)
+    assert doc["rows"][0]["algo_used"] == "direct"
 
 
 def test_one_rank_without_mpiexec(tmp_path):

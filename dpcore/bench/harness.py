@@ -333,7 +333,7 @@ def algo_used(comm, coll_name, nbytes, algo):
     return _ALGO_NAMES[code]
 
 
-_ALGO_NAMES = {code: name for name, code in comm_module.ALGORITHMS.items()}
+_ALGO_NAMES = comm_module.ALGORITHM_NAMES
 _LARGE = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)
 
 
