@@ -24,10 +24,11 @@ ALGORITHMS = {"one_shot": 0, "ring": 1}
 # rank copies straight from the peers' buffers, one copy where the ring's FIFO takes two.
 DIRECT, _DIRECT_CODE = "direct", 3
 # auto takes direct from these output sizes up (bytes), when the ranks allow it. Measured on the
-# 2-core development VM, 2 ranks, medians of 3 (benchmarks/results/2026-11-29-cpu.md): the ring
-# wins while the buffers fit the cache (all_gather 1.2-1.4x MPI at 1-16 MiB, broadcast 1.7-2x
-# at 256 KiB-4 MiB) and falls to 0.4-0.6x beyond it, where direct holds 1.0x.
-_DIRECT_MIN = {"all_gather": 32 << 20, "broadcast": 16 << 20}
+# 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs, three sessions of runs
+# (benchmarks/results/2026-11-29-cpu.md): direct all_gather holds 1.0-1.1x from 256 KiB up while
+# the ring's varies from 0.46x to 1.42x at 1-16 MiB; the ring broadcast holds 1.5-2.1x at
+# 256 KiB-4 MiB and drops to 0.6-1.1x beyond 16 MiB, where direct holds 1.0x.
+_DIRECT_MIN = {"all_gather": 256 << 10, "broadcast": 16 << 20}
 ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).

@@ -122,7 +122,7 @@ def test_perf_script(tmp_path):
 @pytest.mark.parametrize("coll", ["all_gather", "broadcast"])
 def test_direct_algorithm_and_auto_past_its_threshold(tmp_path, coll):
     """-a direct runs where the ranks may read each other's memory, and auto reports direct
-    for the sizes where it takes it (32 MiB for all_gather, 16 MiB for broadcast)."""
+    for the sizes where it takes it (comm._DIRECT_MIN)."""
     import dpcore.comm as comm_module
 
     stdout, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
