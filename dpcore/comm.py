@@ -24,7 +24,7 @@ ALGORITHMS = {"one_shot": 0, "ring": 1}
 # rank copies straight from the peers' buffers, one copy where the ring's FIFO takes two.
 DIRECT, _DIRECT_CODE = "direct", 3
 # auto takes direct from these output sizes up (bytes), when the ranks allow it. Measured on the
-# 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs, three sessions of runs
+# 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs, in three series of runs
 # (benchmarks/results/2026-11-29-cpu.md): direct all_gather holds 1.0-1.1x from 256 KiB up while
 # the ring's varies from 0.46x to 1.42x at 1-16 MiB; the ring broadcast holds 1.5-2.1x at
 # 256 KiB-4 MiB and drops to 0.6-1.1x beyond 16 MiB, where direct holds 1.0x.
