@@ -20,15 +20,19 @@ from .sharding import shard_range
 from .work import Work
 
 ALGORITHMS = {"one_shot": 0, "ring": 1}
-# all_gather and broadcast only, where the ranks may read each other's memory (comm.direct): every
-# rank copies straight from the peers' buffers, one copy where the ring's FIFO takes two.
+# Where the ranks may read each other's memory (comm.direct), every rank can copy straight from
+# the peers' buffers: one copy where the ring's FIFO takes two.
 DIRECT, _DIRECT_CODE = "direct", 3
-# auto takes direct from these output sizes up (bytes), when the ranks allow it. Measured on the
-# 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs, in three series of runs
-# (benchmarks/results/2026-11-29-cpu.md): direct all_gather holds 1.0-1.1x from 256 KiB up while
-# the ring's varies from 0.46x to 1.42x at 1-16 MiB; the ring broadcast holds 1.5-2.1x at
-# 256 KiB-4 MiB and drops to 0.6-1.1x beyond 16 MiB, where direct holds 1.0x.
-_DIRECT_MIN = {"all_gather": 256 << 10, "broadcast": 16 << 20}
+# auto takes direct from these sizes up (bytes; all_gather: the output), when the ranks allow
+# it. Measured on the 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs
+# (benchmarks/results/2026-11-29-cpu.md): the ring wins while buffers fit the cache and
+# degrades past it, where direct holds up. all_gather: direct 1.0-1.1x from 256 KiB, the ring
+# 0.46-1.42x at 1-16 MiB. broadcast: the ring 1.5-2.1x at 256 KiB-4 MiB, 0.6-1.1x past 16 MiB,
+# direct 1.0x. all_reduce: direct 1.21 / 3.68 / 3.50x at 16 / 64 / 256 MiB against the ring's
+# 0.87 / 3.51 / 1.78x, the ring ahead at 1-4 MiB. reduce_scatter: direct 1.8-6.0x from 1 MiB,
+# the ring 1.7-3.6x.
+_DIRECT_MIN = {"all_gather": 256 << 10, "broadcast": 16 << 20, "all_reduce": 16 << 20,
+               "reduce_scatter": 1 << 20}
 ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
@@ -182,7 +186,7 @@ class Communicator:
             return _DIRECT_CODE if self.direct and nbytes >= _DIRECT_MIN.get(coll, nbytes + 1) else 1
         if algo == DIRECT:
             if coll not in _DIRECT_MIN:
-                raise ValueError(f"dpcore: algo 'direct' runs all_gather and broadcast, not {coll}")
+                raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
             if not self.direct:
                 raise ValueError("dpcore: algo 'direct' needs ranks on one node that may read each "
                                  "other's memory (process_vm_readv); not available here")

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -203,7 +204,8 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     task.count,
                     task.total,
                     reinterpret_cast<uint64_t>(task.coll == Coll::kBroadcast ? task.out
-                                                                             : task.in)};
+                                                                             : task.in),
+                    reinterpret_cast<uint64_t>(task.out)};
   checkAbort();
   arrive(task, header);
   std::vector<CollHeader> headers = gatherHeaders(header);
@@ -311,9 +313,12 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
 }
 
 // Direct: each rank copies what it needs straight out of the peers' buffers (addresses in the
-// headers), starting with the next rank so that readers spread over the peers; then it tells
-// the peers it is done and waits until they are, since a buffer must not change while a peer
-// may still read it.
+// headers), starting with the next rank so that readers spread over the peers, then tells the
+// peers it is done and waits until they are, since a buffer must not change while a peer may
+// still read it. all_reduce and reduce_scatter first reduce this rank's chunk (reading that
+// chunk of every peer's input); all_reduce then waits until every chunk is complete and gathers
+// the other chunks from the peers' outputs. In place is safe: a rank overwrites another rank's
+// chunk of its own buffer only in the gather, after every rank has finished reading inputs.
 void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers) {
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
@@ -328,18 +333,65 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
     if (task.in != out + offset[rank_] && task.count) {
       std::memcpy(out + offset[rank_], task.in, task.count * elem);
     }
-  } else if (task.coll == Coll::kBroadcast && rank_ != task.root) {
-    readFrom(task.root, headers[task.root].addr, out, task.count * elem);
+  } else if (task.coll == Coll::kBroadcast) {
+    if (rank_ != task.root) readFrom(task.root, headers[task.root].addr, out, task.count * elem);
+  } else if (task.coll == Coll::kReduceScatter) {
+    reduceOwnChunk(task, headers, out);
+  } else if (task.coll == Coll::kAllReduce) {
+    reduceOwnChunk(task, headers, out + shardRange(task.count, n, rank_).start * elem);
+    layout_.rank(base_, rank_)->reduced.value.store(seq_, std::memory_order_release);
+    waitForAll(&RankControl::reduced, " to finish its chunk");
+    for (int k = 1; k < n; ++k) {
+      int peer = (rank_ + k) % n;
+      Range c = shardRange(task.count, n, peer);
+      readFrom(peer, headers[peer].outAddr + c.start * elem, out + c.start * elem,
+               c.size() * elem);
+    }
   }
-  RankControl* mine = layout_.rank(base_, rank_);
-  mine->done.value.store(seq_, std::memory_order_release);
-  auto allDone = [&] {
-    for (int r = 0; r < n; ++r) {
-      if (layout_.rank(base_, r)->done.value.load(std::memory_order_acquire) < seq_) return false;
+  layout_.rank(base_, rank_)->done.value.store(seq_, std::memory_order_release);
+  waitForAll(&RankControl::done, " to finish reading");
+}
+
+void ShmComm::waitForAll(Counter RankControl::*counter, const char* what) {
+  auto all = [&] {
+    for (int r = 0; r < config_.size; ++r) {
+      if ((layout_.rank(base_, r)->*counter).value.load(std::memory_order_acquire) < seq_) {
+        return false;
+      }
     }
     return true;
   };
-  waitUntil(allDone, [&] { return ranksBehind(&RankControl::done, seq_) + " to finish reading"; });
+  waitUntil(all, [&] { return ranksBehind(counter, seq_) + what; });
+}
+
+// This rank's chunk of the reduction, written to dst: our input first, then every peer's in
+// ring order, a cache-sized piece at a time (the peers' data lands in directPeer_, partial
+// results in directAcc_; only the last operand writes dst, after our input was read).
+void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers,
+                             char* dst) {
+  constexpr size_t kPieceBytes = 128 << 10;
+  const int n = config_.size;
+  const size_t elem = dtypeSize(task.dtype);
+  const size_t pieceCount = kPieceBytes / elem;
+  const int divisor = task.op == ReduceOp::kAvg ? n : 0;
+  directAcc_.resize(kPieceBytes);
+  directPeer_.resize(kPieceBytes);
+  Range chunk = shardRange(task.count, n, rank_);
+  auto in = static_cast<const char*>(task.in);
+  for (size_t off = 0; off < chunk.size(); off += pieceCount) {
+    const size_t len = std::min(pieceCount, chunk.size() - off);
+    const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
+    const char* acc = in + at;
+    for (int k = 1; k < n; ++k) {
+      int peer = (rank_ + k) % n;
+      readFrom(peer, headers[peer].addr + at, directPeer_.data(), len * elem);
+      bool last = k == n - 1;
+      char* result = last ? dst + off * elem : directAcc_.data();
+      reduce2(task.dtype, task.op, acc, directPeer_.data(), result, nullptr, len,
+              last ? divisor : 0);
+      acc = result;
+    }
+  }
 }
 
 // Reads in pieces, so that a peer's failure (the abort flag) stops a long read early.
@@ -349,7 +401,7 @@ void ShmComm::readFrom(int peer, uint64_t remote, void* local, size_t bytes) {
   auto dst = static_cast<char*>(local);
   for (size_t done = 0; done < bytes; done += kPiece) {
     checkAbort();
-    size_t len = bytes - done < kPiece ? bytes - done : kPiece;
+    size_t len = std::min(kPiece, bytes - done);
     int err = readPeer(pid, remote + done, dst + done, len);
     if (err == ESRCH) fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
     if (err != 0) {

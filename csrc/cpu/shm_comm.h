@@ -17,8 +17,8 @@
 namespace dpcore {
 
 // kCountsOnly publishes headers only: all_gather without out= learns the shard sizes first.
-// kDirect (all_gather, broadcast): every rank reads what it needs straight from the peers'
-// buffers (cpu/direct.h), one copy instead of the ring's two.
+// kDirect: every rank reads what it needs straight from the peers' buffers (cpu/direct.h), one
+// copy instead of the ring's two through a FIFO.
 enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3 };
 
 struct Task {
@@ -87,6 +87,9 @@ class ShmComm {
   void runRing(const Task& task, const std::vector<CollHeader>& headers);
   void runDirect(const Task& task, const std::vector<CollHeader>& headers);
   void readFrom(int peer, uint64_t remote, void* local, size_t bytes);
+  void reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers, char* dst);
+  void waitForAll(Counter RankControl::*counter, const char* what);
+  std::vector<char> directAcc_, directPeer_;  // cache-sized pieces for the direct reduction
 
   int rank_;
   ShmConfig config_;

@@ -32,6 +32,7 @@ struct SegmentControl {
 struct alignas(kCacheLine) RankControl {
   Counter arrived;  // sequence number of the last collective this rank entered
   Counter pid;
+  Counter reduced;  // direct all_reduce: the last collective whose own chunk is complete
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished
   Counter probe;  // address of a word in this rank's memory holding kProbeValue (canReadPeers)
   CollHeader header[2];  // by sequence parity: peers may still read the previous one

@@ -35,7 +35,8 @@ def inputs(dtype, op, count, shape=None):
 
 
 def algos(nbytes):
-    return ["auto", "ring"] + (["one_shot"] if nbytes <= (256 << 10) else [])
+    return (["auto", "ring"] + (["one_shot"] if nbytes <= (256 << 10) else [])
+            + (["direct"] if comm.direct else []))
 
 
 for dtype in DTYPES:

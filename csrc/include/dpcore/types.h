@@ -71,7 +71,8 @@ struct CollHeader {
   uint32_t align;  // where this rank's data sits in its slots: see ShmLayout::kAlignSpan
   uint64_t count;
   uint64_t total;
-  uint64_t addr;  // direct algorithm: where peers read this rank's data (its address space)
+  uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
+  uint64_t outAddr;  // address in its own process, and its output; peers read both
 };
 
 }  // namespace dpcore
