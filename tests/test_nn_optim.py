@@ -21,6 +21,8 @@ def mlp(dtype=np.float64, seed=0):
 # -- modules ------------------------------------------------------------------------------------
 
 def test_linear_shape_and_pytorch_default_init():
+    # Seeded: the 30 bias values reach 0.9 of their bound only 96 % of the time by chance.
+    nn.manual_seed(0)
     layer = nn.Linear(400, 30)
     assert layer.weight.shape == (30, 400) and layer.bias.shape == (30,)
     assert layer.weight.dtype == np.float32

@@ -397,13 +397,16 @@ void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& he
 // Reads in pieces, so that a peer's failure (the abort flag) stops a long read early.
 void ShmComm::readFrom(int peer, uint64_t remote, void* local, size_t bytes) {
   constexpr size_t kPiece = 4 << 20;
-  auto pid = static_cast<pid_t>(layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
+  auto pid = static_cast<pid_t>(
+      layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
   auto dst = static_cast<char*>(local);
   for (size_t done = 0; done < bytes; done += kPiece) {
     checkAbort();
     size_t len = std::min(kPiece, bytes - done);
     int err = readPeer(pid, remote + done, dst + done, len);
-    if (err == ESRCH) fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+    if (err == ESRCH) {
+      fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+    }
     if (err != 0) {
       fail("cannot read rank " + std::to_string(peer) + "'s buffer (process_vm_readv: " +
            std::strerror(err) + ")");
