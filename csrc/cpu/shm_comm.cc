@@ -122,15 +122,7 @@ std::string ShmComm::ranksBehind(Counter RankControl::*counter, uint64_t seq) co
 }
 
 std::vector<CollHeader> ShmComm::gatherHeaders(const CollHeader& mine) {
-  auto allArrived = [&] {
-    for (int r = 0; r < config_.size; ++r) {
-      if (layout_.rank(base_, r)->arrived.value.load(std::memory_order_acquire) < seq_) {
-        return false;
-      }
-    }
-    return true;
-  };
-  waitUntil(allArrived, [&] { return ranksBehind(&RankControl::arrived, seq_); });
+  waitForAll(&RankControl::arrived, "");
   std::vector<CollHeader> headers(config_.size);
   for (int r = 0; r < config_.size; ++r) {
     headers[r] = r == rank_ ? mine : layout_.rank(base_, r)->header[seq_ % 2];
