@@ -101,7 +101,8 @@ void ShmComm::arrive(const Task& task, CollHeader& header) {
   mine->header[seq_ % 2] = header;
   if (task.algo == Algo::kOneShot && task.coll != Coll::kBarrier) {
     size_t elem = dtypeSize(task.dtype);
-    bool hasPayload = task.coll != Coll::kBroadcast || task.root == rank_;
+    // Alone, run() copies input to output directly: nobody reads the slot.
+    bool hasPayload = config_.size > 1 && (task.coll != Coll::kBroadcast || task.root == rank_);
     if (hasPayload && task.count) {
       std::memcpy(layout_.oneShotSlot(base_, rank_, seq_) + header.align, task.in,
                   task.count * elem);
