@@ -82,43 +82,52 @@ def fit_per_algorithm(samples):
 # -- the sweep (needs mpiexec) ----------------------------------------------------------------
 
 def sizes_for(algo, n, quick=False, one_shot_max=256 << 10):
-    """Bytes S to measure: one_shot up to its slot, the ring from latency- to bandwidth-bound."""
+    """Bytes S to measure: one_shot up to its slot, the others from latency-bound to past the
+    last-level cache (64 MiB), where the bench's default sweep ends."""
     step = 4 if quick else 2
     if algo == "one_shot":
         return [1 << k for k in range(8, 19, step) if (1 << k) <= one_shot_max]
-    return [1 << k for k in range(10, 23 if quick else 25, step)]
+    return [1 << k for k in range(10, 23 if quick else 27, step)]
 
 
 def _call(comm, coll, algo, nbytes):
-    """A ready-to-time collective of nbytes (float32, preallocated output) and its true size."""
+    """A ready-to-time collective of nbytes (float32, in place, as the bench's model_err% column
+    compares with) and its true size."""
     from ..sharding import shard_range
 
     count = max(1, nbytes // 4)
-    out = np.empty(count, np.float32)
+    x = np.ones(count, np.float32)
     if coll == "all_reduce":
-        x = np.ones(count, np.float32)
-        return (lambda: comm.all_reduce(x, out=out, algo=algo)), count * 4
+        return (lambda: comm.all_reduce(x, out=x, algo=algo)), count * 4
     start, stop = shard_range(count, comm.size, comm.rank)
-    x = np.ones(stop - start, np.float32)
-    return (lambda: comm.all_gather(x, out=out, algo=algo)), count * 4
+    shard = x[start:stop]
+    return (lambda: comm.all_gather(shard, out=x, algo=algo)), count * 4
+
+
+def algorithms(comm):
+    """What the sweep measures: every algorithm the communicator runs by name, and direct
+    where the ranks may read each other's memory (comm.direct)."""
+    return tuple(comm.algorithms) + (("direct",) if getattr(comm, "direct", False) else ())
 
 
 def sweep(comm, quick=False):
-    """Samples for all_reduce and all_gather under every algorithm dpcore runs: the median over
-    repeats (11, fewer if the sweep passes 15 s) of a timed loop, taken by the slowest rank (a
-    collective ends with its last rank).
+    """Samples for all_reduce and all_gather, in place, under every algorithm dpcore runs
+    (algorithms()): the median over repeats (11, fewer if the sweep passes 15 s) of a timed
+    loop, taken by the slowest rank (a collective ends with its last rank).
     Repeats go round-robin over all sizes, so a burst of noise from another process spoils one
     repeat of many sizes (which the median drops) instead of every repeat of one size."""
     from .. import comm as comm_module
 
     limit = getattr(comm_module, "_ONE_SHOT_BYTES", 256 << 10)  # one_shot's slot, per rank
     configs = []
-    for algo in comm.algorithms:
+    for algo in algorithms(comm):
         for coll in ("all_reduce", "all_gather"):
             for nbytes in sizes_for(algo, comm.size, quick, limit):
                 call, actual = _call(comm, coll, algo, nbytes)
                 call(), call()  # warm up: page faults, first touch of the shared slots
-                iters = max(1, min(50, (1 << 20) // actual))
+                # back-to-back calls, as the bench times them: a lone call after a barrier
+                # also pays for the ranks leaving the barrier apart (measured: 1 MiB 40 % slower)
+                iters = max(5, min(50, (16 << 20) // actual))
                 configs.append((coll, algo, actual, call, iters, []))
     start = time.perf_counter()
     for repeat in range(5 if quick else 11):

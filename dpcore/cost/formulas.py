@@ -72,6 +72,32 @@ def one_shot(coll, S, n):
     return Cost(1, 2 * S)
 
 
+def direct(coll, S, n):
+    """dpcore's single-copy algorithm on one node: every rank reads what it needs straight out
+    of the peers' buffers (process_vm_readv), so a byte moves once where the ring's FIFO moves
+    it twice (into a slot, out of it), and the only waits are for all ranks at once. Its alpha
+    is that all-rank wait; its beta is a kernel copy, not a FIFO hop.
+
+    all_reduce: rank r reads chunk r of every peer's input and reduces it into its output; one
+        wait until every chunk is complete; then it reads chunk q from every peer q's output.
+        T = 2 alpha + 2(n-1)/n S beta + (n-1)/n S gamma   (the ring's bytes, 2 waits, not 2(n-1))
+    reduce_scatter: the first half.   T = alpha + (n-1)/n S beta + (n-1)/n S gamma
+    all_gather: rank r reads shard q from every peer q.   T = alpha + (n-1)/n S beta
+    broadcast: every rank reads S from the root, whose memory serves the n-1 readers at once.
+        T = alpha + (n-1) S beta
+    """
+    if n <= 1:
+        return Cost()
+    chunk = S / n
+    if coll == "all_reduce":
+        return Cost(2, 2 * (n - 1) * chunk, (n - 1) * chunk)
+    if coll == "reduce_scatter":
+        return Cost(1, (n - 1) * chunk, (n - 1) * chunk)
+    if coll == "all_gather":
+        return Cost(1, (n - 1) * chunk)
+    return Cost(1, (n - 1) * S)
+
+
 def naive(coll, S, n):
     """A parameter server: rank 0 (the root for broadcast) talks to each worker in turn, so its
     port carries everything and it sends or receives n-1 messages one after another.
@@ -130,7 +156,8 @@ def _inter(c):
 
 
 # Each algorithm's function: its docstring is the derivation (explain prints it).
-FUNCTIONS = {"ring": ring, "one_shot": one_shot, "recursive_doubling": recursive_doubling,
+FUNCTIONS = {"ring": ring, "one_shot": one_shot, "direct": direct,
+             "recursive_doubling": recursive_doubling,
              "rabenseifner": rabenseifner, "binary_tree": binary_tree, "naive": naive,
              "hierarchical": hierarchical}
 ALGORITHMS = tuple(FUNCTIONS)

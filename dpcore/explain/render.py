@@ -9,6 +9,9 @@ PICTURES = {
             "the schedule is read from dpcore._C.ring_trace, the verbs csrc/algo/ring.h runs",
     "one_shot": "every rank copies its buffer into its own shared slot, waits once, then reads "
                 "the slots it needs and reduces them in rank order",
+    "direct": "every rank reads what it needs straight from the peers' buffers "
+              "(process_vm_readv): its own chunk of every input to reduce, then the other "
+              "reduced chunks from their owners",
     "recursive_doubling": "at each step rank q pairs with q XOR d for d = 1, 2, 4, ..; "
                           "ranks beyond a power of two are folded onto the first ones; a "
                           "broadcast is a binomial tree",

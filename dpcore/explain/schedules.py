@@ -73,6 +73,25 @@ def one_shot(coll, n, root=0):
     return [Step(write, "write own slot", sync=False), Step(read, "read every slot")]
 
 
+def direct(coll, n, root=0):
+    """Every rank reads from the peers' own buffers, no slots in between. Reductions: rank r
+    reads chunk r of every peer's input and adds it up; after one wait for all chunks,
+    all_reduce reads every other chunk from its owner's output."""
+    others = lambda r: [q for q in range(n) if q != r]  # noqa: E731
+    if coll == "broadcast":
+        return [Step([Transfer(root, r, tuple(range(n)), False) for r in others(root)],
+                     "read the root's buffer")]
+    if coll == "all_gather":
+        return [Step([Transfer(q, r, (q,), False) for r in range(n) for q in others(r)],
+                     "read every peer's shard")]
+    reduce = Step([Transfer(q, r, (r,), True) for r in range(n) for q in others(r)],
+                  "reduce own chunk from the peers' inputs")
+    if coll == "reduce_scatter":
+        return [reduce]
+    return [reduce, Step([Transfer(q, r, (q,), False) for r in range(n) for q in others(r)],
+                         "read the other chunks from the peers' outputs")]
+
+
 def recursive_doubling(coll, n, root=0):
     if coll == "all_reduce":
         return b.fold_in(n, True) + b.butterfly_exchange(n) + b.fold_out(n, "all")
