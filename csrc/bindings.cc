@@ -139,15 +139,32 @@ PYBIND11_MODULE(_C, m) {
             c.shm().tracer_.events.clear();
             return out;
           })
-      .def_property_readonly("sequence", [](Comm& c) { return c.shm().sequence(); });
+      .def_property_readonly("sequence", [](Comm& c) { return c.shm().sequence(); })
+      // How many collectives each algorithm code ran (auto resolved to ring or direct), once
+      // the queued ones are done.
+      .def("algo_calls", [](Comm& c) {
+            c.drain();
+            const uint64_t* calls = c.shm().algoCalls();
+            return std::vector<uint64_t>(calls, calls + 4);
+          }, py::call_guard<py::gil_scoped_release>());
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {
         reduce2(static_cast<DType>(dtype), static_cast<ReduceOp>(op),
                 reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b),
-                reinterpret_cast<void*>(out), nullptr, count, divisor);
+                reinterpret_cast<void*>(out), count, divisor);
       }, "out = a op b elementwise (divisor > 0 divides: the last step of avg)",
       py::call_guard<py::gil_scoped_release>());
+
+  // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
+  py::class_<Tuner>(m, "Tuner")
+      .def(py::init<>())
+      .def("pick_direct", [](Tuner& t, int coll, size_t bytes) {
+            return t.pickDirect(static_cast<Coll>(coll), bytes);
+          })
+      .def("record", [](Tuner& t, int coll, size_t bytes, bool direct, double seconds) {
+            t.record(static_cast<Coll>(coll), bytes, direct, seconds);
+          });
 
   m.def("ring_trace", &ringTrace, py::arg("coll"), py::arg("count"), py::arg("rank"),
         py::arg("size"), py::arg("segment_count"), py::arg("root") = 0,

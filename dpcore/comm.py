@@ -23,17 +23,17 @@ ALGORITHMS = {"one_shot": 0, "ring": 1}
 # Where the ranks may read each other's memory (comm.direct), every rank can copy straight from
 # the peers' buffers: one copy where the ring's FIFO takes two.
 DIRECT, _DIRECT_CODE = "direct", 3
-# auto takes direct from these sizes up (bytes; all_gather: the output), when the ranks allow
-# it. Measured on the 2-core development VM, 2 ranks, MPI time / ours, medians of 3 runs
-# (benchmarks/results/2026-11-29-cpu.md): the ring wins while buffers fit the cache and
-# degrades past it, where direct holds up. all_gather: direct 1.0-1.1x from 256 KiB, the ring
-# 0.46-1.42x at 1-16 MiB. broadcast: the ring 1.5-2.1x at 256 KiB-4 MiB, 0.6-1.1x past 16 MiB,
-# direct 1.0x. all_reduce: direct 1.21 / 3.68 / 3.50x at 16 / 64 / 256 MiB against the ring's
-# 0.87 / 3.51 / 1.78x, the ring ahead at 1-4 MiB. reduce_scatter: direct 1.8-6.0x from 1 MiB,
-# the ring 1.7-3.6x.
+# Past one_shot's sizes, auto runs whichever of the ring and direct has lately been faster for
+# that collective and size class, as rank 0 times them (csrc/cpu/tuner.h: on the development VM
+# the winner flips with where the host puts the cores, during a run). DPCORE_TUNE=0 fixes the
+# choice instead: direct from _DIRECT_MIN bytes (all_gather: the output), where the ring
+# degrades past the cache, in the VM's slow state (benchmarks/results/2026-11-29-cpu.md).
+_TUNED_CODE = 4
+_TUNE = os.environ.get("DPCORE_TUNE", "1") != "0"
 _DIRECT_MIN = {"all_gather": 256 << 10, "broadcast": 16 << 20, "all_reduce": 16 << 20,
                "reduce_scatter": 1 << 20}
-ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT}
+ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT,
+                   _TUNED_CODE: "auto"}
 
 # Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
 _FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step holds one slot of
@@ -183,7 +183,11 @@ class Communicator:
                 coll, nbytes, self.size, _ONE_SHOT_BYTES, self.rank, self.transport)
             if lo <= nbytes <= hi:
                 return 0
-            return _DIRECT_CODE if self.direct and nbytes >= _DIRECT_MIN.get(coll, nbytes + 1) else 1
+            if not self.direct:
+                return 1
+            if _TUNE:
+                return _TUNED_CODE
+            return _DIRECT_CODE if nbytes >= _DIRECT_MIN[coll] else 1
         if algo == DIRECT:
             if coll not in _DIRECT_MIN:
                 raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
@@ -199,6 +203,15 @@ class Communicator:
             raise ValueError(f"dpcore: algo 'one_shot' takes at most {_ONE_SHOT_BYTES} "
                              f"bytes per rank, got {nbytes}")
         return code
+
+    def algorithm_calls(self):
+        """{algorithm: how many collectives it ran} on this communicator so far, with auto's
+        picks resolved ("ring", "direct", ...). Shared memory only; other transports give {}."""
+        calls = getattr(self._checked_backend(), "algo_calls", None)
+        if calls is None:
+            return {}
+        return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls())
+                if k and code in ALGORITHM_NAMES}
 
     def _checked_backend(self):
         if self._backend is None:

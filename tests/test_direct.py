@@ -1,6 +1,7 @@
-"""The direct algorithm (all_gather and broadcast read the peers' buffers with process_vm_readv)
-is on wherever the kernel lets ranks of one user read each other's memory, and the correctness
-scripts then run it (tests/scripts/gather_broadcast.py adds algo="direct" when comm.direct)."""
+"""The direct algorithm (every rank reads the peers' buffers with process_vm_readv) is on
+wherever the kernel lets ranks of one user read each other's memory, and the correctness scripts
+then run it (reductions.py and gather_broadcast.py add algo="direct" when comm.direct); it
+reduces in the ring's order, so algo="auto" may switch between the two (same_bits.py)."""
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,9 @@ def test_direct_is_available_where_the_kernel_allows_it(n):
     output = run_ok("direct_probe.py", n)
     reported = set(rank_lines(output, "direct").values())
     assert reported == {str(ptrace_allows_siblings())}, output
+
+
+@pytest.mark.skipif(not ptrace_allows_siblings(), reason="ranks may not read each other's memory")
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_ring_and_direct_give_the_same_bits(n):
+    run_ok("same_bits.py", n)

@@ -27,31 +27,23 @@ struct OpProd { template <typename A> static A apply(A a, A b) { return a * b; }
 struct OpMax { template <typename A> static A apply(A a, A b) { return a > b ? a : b; } };
 struct OpMin { template <typename A> static A apply(A a, A b) { return a < b ? a : b; } };
 
-template <typename T, typename Op, bool kTwoOut, bool kDivide>
-void reduceLoop(const T* __restrict a, const T* __restrict b, T* out, T* out2, size_t count,
-                int divisor) {
+template <typename T, typename Op, bool kDivide>
+void reduceLoop(const T* __restrict a, const T* __restrict b, T* out, size_t count, int divisor) {
   using A = typename Arith<T>::type;
   const A div = static_cast<A>(divisor);
   for (size_t i = 0; i < count; ++i) {
     A r = Op::apply(load(a[i]), load(b[i]));
     if (kDivide) r = r / div;
-    T v = store(r, T{});
-    out[i] = v;
-    if (kTwoOut) out2[i] = v;
+    out[i] = store(r, T{});
   }
 }
 
 template <typename T, typename Op>
-void reduce2Typed(const void* a, const void* b, void* out, void* out2, size_t count, int divisor) {
+void reduce2Typed(const void* a, const void* b, void* out, size_t count, int divisor) {
   auto pa = static_cast<const T*>(a), pb = static_cast<const T*>(b);
-  auto po = static_cast<T*>(out), po2 = static_cast<T*>(out2);
-  if (divisor > 0) {
-    if (po2) reduceLoop<T, Op, true, true>(pa, pb, po, po2, count, divisor);
-    else reduceLoop<T, Op, false, true>(pa, pb, po, po2, count, divisor);
-  } else {
-    if (po2) reduceLoop<T, Op, true, false>(pa, pb, po, po2, count, divisor);
-    else reduceLoop<T, Op, false, false>(pa, pb, po, po2, count, divisor);
-  }
+  auto po = static_cast<T*>(out);
+  if (divisor > 0) reduceLoop<T, Op, true>(pa, pb, po, count, divisor);
+  else reduceLoop<T, Op, false>(pa, pb, po, count, divisor);
 }
 
 // Accumulates block by block in the arithmetic type, so 16-bit floats round once at the end.
@@ -103,8 +95,8 @@ void dispatch(DType dtype, ReduceOp op, Args... args) {
 }
 
 template <typename T, typename Op> struct Reduce2 {
-  static void run(const void* a, const void* b, void* out, void* out2, size_t count, int div) {
-    reduce2Typed<T, Op>(a, b, out, out2, count, div);
+  static void run(const void* a, const void* b, void* out, size_t count, int div) {
+    reduce2Typed<T, Op>(a, b, out, count, div);
   }
 };
 template <typename T, typename Op> struct ReduceMany {
@@ -115,9 +107,9 @@ template <typename T, typename Op> struct ReduceMany {
 
 }  // namespace
 
-void reduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, void* out2,
-             size_t count, int divisor) {
-  dispatch<Reduce2>(dtype, op, a, b, out, out2, count, divisor);
+void reduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, size_t count,
+             int divisor) {
+  dispatch<Reduce2>(dtype, op, a, b, out, count, divisor);
 }
 
 void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,

@@ -7,15 +7,14 @@
 
 namespace dpcore {
 
-// out[i] = a[i] op b[i], and out2[i] = the same when out2 is not null (NCCL's "reduce, copy").
-// divisor > 0 divides the result (the last reduction of an avg); float16 and bfloat16 are
-// computed in float32.
+// out[i] = a[i] op b[i]. divisor > 0 divides the result (the last reduction of an avg);
+// float16 and bfloat16 are computed in float32.
 //
 // Outputs are written with ordinary stores. Non-temporal (cache-bypassing) stores for large
 // outputs were tried: on this project's 2-core machine they made a 2-rank all-reduce of
 // 4-256 MiB slower (2-3 GB/s busbw against 6-12 GB/s), so they are gone.
-void reduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, void* out2,
-             size_t count, int divisor);
+void reduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, size_t count,
+             int divisor);
 
 // out[i] = inputs[0][i] op inputs[1][i] op ... in rank order, so every rank that reduces the
 // same inputs gets the same bits. float16 and bfloat16 accumulate in float32 across all inputs.

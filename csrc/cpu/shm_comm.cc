@@ -85,7 +85,7 @@ std::string ShmComm::describe(const CollHeader& h) const {
     s += std::string(", op=") + opName(static_cast<ReduceOp>(h.op));
   }
   if (coll == Coll::kBroadcast) s += ", root=" + std::to_string(h.root);
-  static const char* algos[] = {"one_shot", "ring", "counts_only", "direct"};
+  static const char* algos[] = {"one_shot", "ring", "counts_only", "direct", "auto"};
   s += std::string(", algo=") + algos[h.algo] + ")";
   return s;
 }
@@ -166,9 +166,11 @@ bool ShmComm::canReadPeers() {
 }
 
 // The offset this rank's slot data takes (ShmLayout::kAlignSpan): that of the user buffer the
-// slot is copied from (one-shot publishes the input) or mostly copied into (ring).
+// slot is copied from (one-shot publishes the input) or mostly copied into (the ring, which
+// kTuned may run; direct uses no slots).
 static uint32_t alignFor(const Task& task) {
-  bool input = task.algo != Algo::kRing || task.coll == Coll::kReduceScatter;
+  bool ring = task.algo == Algo::kRing || task.algo == Algo::kTuned;
+  bool input = !ring || task.coll == Coll::kReduceScatter;
   return ShmLayout::alignOf(input ? task.in : task.out);
 }
 
@@ -176,17 +178,21 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   if (!brokenReason_.empty()) {
     throw CommError("dpcore: communicator unusable after an earlier failure: " + brokenReason_);
   }
-  const size_t payload = task.count * dtypeSize(task.dtype);
-  if (task.algo == Algo::kOneShot && payload > config_.oneShotBytes) {
-    throw std::invalid_argument("one_shot payload of " + std::to_string(payload) +
+  const size_t elem = dtypeSize(task.dtype);
+  if (task.algo == Algo::kOneShot && task.count * elem > config_.oneShotBytes) {
+    throw std::invalid_argument("one_shot payload of " + std::to_string(task.count * elem) +
                                 " bytes exceeds its slot of " +
                                 std::to_string(config_.oneShotBytes));
   }
   ++seq_;
   collName_ = collName(task.coll);
-  TraceSpan span(tracer_, collName_, seq_, -1, task.total * dtypeSize(task.dtype));
+  const size_t bytes = task.total * elem;
+  TraceSpan span(tracer_, collName_, seq_, -1, bytes);
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6));
+  const bool tuned = task.algo == Algo::kTuned;
+  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes) ? Algo::kDirect
+                                                                          : Algo::kRing;
   CollHeader header{seq_,
                     static_cast<int32_t>(task.coll),
                     static_cast<int32_t>(task.dtype),
@@ -194,6 +200,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     task.root,
                     static_cast<int32_t>(task.algo),
                     alignFor(task),
+                    static_cast<int32_t>(pick),
                     task.count,
                     task.total,
                     reinterpret_cast<uint64_t>(task.coll == Coll::kBroadcast ? task.out
@@ -204,17 +211,24 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   std::vector<CollHeader> headers = gatherHeaders(header);
   checkHeaders(headers, header);
   if (task.coll == Coll::kBarrier || task.algo == Algo::kCountsOnly) return headers;
+  const Algo algo = tuned ? static_cast<Algo>(headers[0].pick) : task.algo;
+  ++algoCalls_[static_cast<int>(algo)];
+  const auto start = std::chrono::steady_clock::now();
   if (config_.size == 1) {
     // Alone, every collective is a copy (avg divides by 1); broadcast is in place.
     if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
-      std::memmove(task.out, task.in, task.count * dtypeSize(task.dtype));
+      std::memmove(task.out, task.in, task.count * elem);
     }
-  } else if (task.algo == Algo::kRing) {
+  } else if (algo == Algo::kRing) {
     runRing(task, headers);
-  } else if (task.algo == Algo::kDirect) {
+  } else if (algo == Algo::kDirect) {
     runDirect(task, headers);
   } else {
     runOneShot(task, headers);
+  }
+  if (tuned && rank_ == 0) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    tuner_.record(task.coll, bytes, algo == Algo::kDirect, took.count());
   }
   return headers;
 }
@@ -280,8 +294,9 @@ void ShmComm::runRing(const Task& task, const std::vector<CollHeader>& headers) 
   // broadcast chain 1.
   const int steps = task.coll == Coll::kAllReduce ? 2 * n - 1
                     : task.coll == Coll::kBroadcast ? 1 : n;
+  ringScratch_.resize(config_.slotBytes);
   ShmPrims prims(*this, task.dtype, task.op, headers[(rank_ + 1) % n].align, headers[rank_].align,
-                 steps);
+                 steps, ringScratch_.data());
   auto in = static_cast<const char*>(task.in);
   auto out = static_cast<char*>(task.out);
   switch (task.coll) {
@@ -357,9 +372,12 @@ void ShmComm::waitForAll(Counter RankControl::*counter, const char* what) {
   waitUntil(all, [&] { return ranksBehind(counter, seq_) + what; });
 }
 
-// This rank's chunk of the reduction, written to dst: our input first, then every peer's in
-// ring order, a cache-sized piece at a time (the peers' data lands in directPeer_, partial
-// results in directAcc_; only the last operand writes dst, after our input was read).
+// This rank's chunk of the reduction, written to dst, in the ring's order: the ring starts chunk
+// r at rank r+1 and each rank after it applies op(partial, its input), so here the partial
+// starts as rank r+1's input, takes every later peer's in ring order and ends with our own. Ring
+// and direct therefore give the same bits, and auto may pick either. A cache-sized piece at a
+// time: the partial lives in directAcc_, each later peer's data lands in directPeer_, and only
+// the last operation writes dst, after the peers have been read (dst may be our input).
 void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers,
                              char* dst) {
   constexpr size_t kPieceBytes = 128 << 10;
@@ -374,16 +392,14 @@ void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& he
   for (size_t off = 0; off < chunk.size(); off += pieceCount) {
     const size_t len = std::min(pieceCount, chunk.size() - off);
     const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
-    const char* acc = in + at;
-    for (int k = 1; k < n; ++k) {
+    char* acc = directAcc_.data();
+    readFrom((rank_ + 1) % n, headers[(rank_ + 1) % n].addr + at, acc, len * elem);
+    for (int k = 2; k < n; ++k) {
       int peer = (rank_ + k) % n;
       readFrom(peer, headers[peer].addr + at, directPeer_.data(), len * elem);
-      bool last = k == n - 1;
-      char* result = last ? dst + off * elem : directAcc_.data();
-      reduce2(task.dtype, task.op, acc, directPeer_.data(), result, nullptr, len,
-              last ? divisor : 0);
-      acc = result;
+      reduce2(task.dtype, task.op, acc, directPeer_.data(), acc, len, 0);
     }
+    reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len, divisor);
   }
 }
 

@@ -12,14 +12,16 @@
 #include "cpu/shm_layout.h"
 #include "cpu/shm_segment.h"
 #include "cpu/trace.h"
+#include "cpu/tuner.h"
 #include "dpcore/types.h"
 
 namespace dpcore {
 
 // kCountsOnly publishes headers only: all_gather without out= learns the shard sizes first.
 // kDirect: every rank reads what it needs straight from the peers' buffers (cpu/direct.h), one
-// copy instead of the ring's two through a FIFO.
-enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3 };
+// copy instead of the ring's two through a FIFO. kTuned: ring or direct, as rank 0's tuner picks
+// (cpu/tuner.h); algoCalls() counts what ran.
+enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3, kTuned = 4 };
 
 struct Task {
   Coll coll = Coll::kBarrier;
@@ -51,6 +53,8 @@ class ShmComm {
   int size() const { return config_.size; }
   const ShmConfig& config() const { return config_; }
   uint64_t sequence() const { return seq_; }
+  // Collectives run by each algorithm (kTuned resolved to what ran), indexed by Algo.
+  const uint64_t* algoCalls() const { return algoCalls_; }
   void setTimeout(double seconds) { timeout_ = seconds; }
 
   // Waiting, shared with the primitives. blame() names the ranks a timeout blames ("rank 1").
@@ -90,6 +94,7 @@ class ShmComm {
   void reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers, char* dst);
   void waitForAll(Counter RankControl::*counter, const char* what);
   std::vector<char> directAcc_, directPeer_;  // cache-sized pieces for the direct reduction
+  std::vector<char> ringScratch_;              // a slot's worth, for the ring's partial sums
 
   int rank_;
   ShmConfig config_;
@@ -98,6 +103,8 @@ class ShmComm {
   char* base_;
   double timeout_;
   uint64_t seq_ = 0;
+  uint64_t algoCalls_[4] = {};
+  Tuner tuner_;  // rank 0's; the others follow its pick
   const char* collName_ = "";  // of the collective in flight, for messages
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::steady_clock::time_point lastPeerCheck_;

@@ -2,6 +2,14 @@
 // and empties its own. Flow control is two counters per FIFO with one writer each: the sender
 // may fill slot h once h - tail < slots; the receiver may read slot t once head > t. Release
 // stores after the data and acquire loads before it order the slot contents with the counters.
+//
+// Slots are written by memcpy only, never by a reduce loop: memcpy writes whole cache lines
+// without reading them first, while a reduce loop's stores must first fetch each line of the
+// slot from the peer that read it last. With the two cores on different dies (the development
+// VM, half of the time) that fetch is a 500 ns round trip, and writing the reduced segment into
+// the next slot directly made a 2-rank all-reduce 2.5x slower (6 against 15 GB/s busbw); in
+// the other half it changed nothing. So a reduction lands in local memory (the user's output,
+// or scratch) and is copied on, and a forwarded segment is copied on from where it was kept.
 #pragma once
 
 #include <cstring>
@@ -14,9 +22,10 @@ namespace dpcore {
 class ShmPrims {
  public:
   // sendAlign / recvAlign: where data sits in the next rank's slots and in ours (ShmLayout).
+  // scratch: a slot's worth of local memory for recvReduceSend's partial sums.
   ShmPrims(ShmComm& comm, DType dtype, ReduceOp op, uint32_t sendAlign, uint32_t recvAlign,
-           int stepsPerRound)
-      : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)),
+           int stepsPerRound, char* scratch)
+      : comm_(comm), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)), scratch_(scratch),
         next_((comm.rank() + 1) % comm.size()),
         prev_((comm.rank() + comm.size() - 1) % comm.size()),
         divisor_(op == ReduceOp::kAvg ? comm.size() : 0),
@@ -34,28 +43,27 @@ class ShmPrims {
   }
   void recvReduceSend(const void* src, size_t count) {
     TraceSpan span = step("recvReduceSend", count);
-    const char* in = recvSlot();
-    reduce2(dtype_, op_, in, src, sendSlot(), nullptr, count, 0);
+    reduce2(dtype_, op_, recvSlot(), src, scratch_, count, 0);
+    std::memcpy(sendSlot(), scratch_, count * elemSize_);
     postSend();
     postRecv();
   }
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     TraceSpan span = step("recvReduceCopySend", count);
-    const char* in = recvSlot();
-    reduce2(dtype_, op_, in, src, dst, sendSlot(), count, divisor_);
+    reduce2(dtype_, op_, recvSlot(), src, dst, count, divisor_);
+    std::memcpy(sendSlot(), dst, count * elemSize_);
     postSend();
     postRecv();
   }
   void recvReduceCopy(const void* src, void* dst, size_t count) {
     TraceSpan span = step("recvReduceCopy", count);
-    reduce2(dtype_, op_, recvSlot(), src, dst, nullptr, count, divisor_);
+    reduce2(dtype_, op_, recvSlot(), src, dst, count, divisor_);
     postRecv();
   }
   void recvCopySend(void* dst, size_t count) {
     TraceSpan span = step("recvCopySend", count);
-    const char* in = recvSlot();
-    std::memcpy(sendSlot(), in, count * elemSize_);
-    std::memcpy(dst, in, count * elemSize_);
+    std::memcpy(dst, recvSlot(), count * elemSize_);
+    std::memcpy(sendSlot(), dst, count * elemSize_);
     postSend();
     postRecv();
   }
@@ -97,6 +105,7 @@ class ShmPrims {
   DType dtype_;
   ReduceOp op_;
   size_t elemSize_;
+  char* scratch_;
   int next_, prev_;
   int divisor_;  // n for avg: applied where a chunk's reduction completes
   uint32_t sendAlign_, recvAlign_;

@@ -27,7 +27,9 @@ ShmSegment::ShmSegment(const std::string& name, size_t bytes, bool create)
     errno = saved;
     throw sysError("cannot size", name);
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: fault every page in now, not in the first collectives, which would then run
+  // slow for reasons of their own (and mislead algo auto's tuner, which times them).
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     if (create) shm_unlink(name.c_str());

@@ -10,7 +10,8 @@ result it computed itself; #wrong is the sum over ranks.
 
 algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
 
-Beside each row: the algorithm that ran (for -a auto, the one the communicator picked) and, when
+Beside each row: the algorithm that ran most of the in-place timed calls (for -a auto, as the
+communicator picked them: the tuner may switch between ring and direct) and, when
 a fitted cost model exists (dpcore.cost.load(), or --model FILE), pred_us (the model's time for
 that algorithm and size) and model_err% = (pred_us - in-place time) / in-place time. --plot
 draws busbw against size (plot.py).
@@ -206,17 +207,20 @@ class Bench:
         if compare:
             theirs()
         times, mpi_times = [], []
+        before = self.comm.algorithm_calls()
         for _ in range(max(args.repeat, 1)):  # alternate: ours, MPI, ours, MPI, ...
             times.append(self._timed(ours, iters))
             if compare:
                 mpi_times.append(self._timed(theirs, iters))
+        ran = {a: k - before.get(a, 0) for a, k in self.comm.algorithm_calls().items()}
         wrong = None
         for _ in range(args.check):
             wrong = self._wrong(case, send, recv, expected)
             if wrong:
                 break
         return {"time": statistics.median(times), "iters": iters, "wrong": wrong,
-                "mpi_time": statistics.median(mpi_times) if mpi_times else None}
+                "mpi_time": statistics.median(mpi_times) if mpi_times else None,
+                "algo": max(ran, key=ran.get) if any(ran.values()) else None}
 
     def warm_up(self, case_for):
         """nccl-tests' warm-up: -w calls at the largest, then the smallest size."""
@@ -256,6 +260,7 @@ class Bench:
                    "root": root, "algo": args.algo, "transport": self.comm.transport}
             for label, in_place in (("oop", False), ("ip", True)):
                 m = self.measure(case, in_place)
+                row[f"{label}_algo"] = m["algo"]
                 row[f"{label}_iters"] = m["iters"]
                 row.update(_columns(label, size, m["time"], factor))
                 row[f"{label}_wrong"] = m["wrong"]
@@ -263,7 +268,7 @@ class Bench:
                     row.update(_columns(f"{label}_mpi", size, m["mpi_time"], factor))
                     row[f"{label}_ratio"] = (m["mpi_time"] / m["time"]
                                              if m["mpi_time"] and m["time"] else None)
-            row["algo_used"] = algo_used(self.comm, coll.name, size, args.algo)
+            row["algo_used"] = row["ip_algo"] or algo_used(self.comm, coll.name, size, args.algo)
             if self.model is not None:
                 row.update(_model_columns(self.model, coll.name, row))
             self.rows.append(row)

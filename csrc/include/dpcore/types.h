@@ -69,6 +69,7 @@ struct CollHeader {
   int32_t root;
   int32_t algo;
   uint32_t align;  // where this rank's data sits in its slots: see ShmLayout::kAlignSpan
+  int32_t pick;    // algo kTuned: the algorithm rank 0 picked (rank 0's header is everyone's)
   uint64_t count;
   uint64_t total;
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an

@@ -1,0 +1,60 @@
+"""The tuner behind algo="auto" (csrc/cpu/tuner.h), fed made-up times: it tries both arms, runs
+the faster one, keeps checking the other ever more rarely, and follows the machine when the
+faster arm changes. Times are seconds per call; nothing here is measured."""
+from dpcore import _C
+from dpcore.dtypes import ALL_GATHER, ALL_REDUCE
+
+MiB = 1 << 20
+
+
+class Machine:
+    """A tuner and a machine on which each arm takes a fixed time per call."""
+
+    def __init__(self, ring, direct):
+        self.tuner, self.times, self.picks = _C.Tuner(), {False: ring, True: direct}, []
+
+    def run(self, calls, coll=ALL_REDUCE, nbytes=MiB):
+        picks = []
+        for _ in range(calls):
+            direct = self.tuner.pick_direct(coll, nbytes)
+            self.tuner.record(coll, nbytes, direct, self.times[direct])
+            picks.append("direct" if direct else "ring")
+        self.picks += picks
+        return picks
+
+
+def test_a_run_of_each_then_the_faster():
+    m = Machine(ring=2.0, direct=1.0)
+    # a run is the switch's call (not counted) and a window of 3 that is
+    assert m.run(12) == ["ring"] * 4 + ["direct"] * 8
+
+
+def test_the_slower_arm_is_retried_ever_more_rarely():
+    m = Machine(ring=1.0, direct=3.0)
+    picks = m.run(10_000)[8:]
+    retries = [i for i in range(1, len(picks)) if picks[i] == "direct" != picks[i - 1]]
+    gaps = [b - a for a, b in zip(retries, retries[1:])]
+    assert gaps == sorted(gaps) and gaps[0] >= 64 and gaps[-1] <= 1024 + 4
+    assert picks.count("direct") / len(picks) < 0.01  # so a 3x slower arm costs < 3 %
+
+
+def test_it_follows_a_change_of_machine():
+    m = Machine(ring=1.0, direct=2.0)
+    m.run(2000)
+    m.times = {False: 2.0, True: 1.0}  # the host moved the cores: direct wins now
+    after = m.run(2000)
+    assert "direct" in after[:1100]  # at the next retry at the latest
+    switched = after.index("direct")
+    assert after[switched + 4:].count("ring") < 0.02 * len(after)
+    m.times = {False: 1.0, True: 2.0}  # and back: the ring's window fills up at once
+    assert m.run(10)[-5:] == ["ring"] * 5
+
+
+def test_sizes_and_collectives_are_tuned_apart():
+    m = Machine(ring=1.0, direct=2.0)
+    m.run(100, ALL_REDUCE, MiB)
+    # a new size class and a new collective start with their own runs of both arms
+    assert m.run(8, ALL_REDUCE, 4 * MiB) == ["ring"] * 4 + ["direct"] * 4
+    assert m.run(8, ALL_GATHER, MiB) == ["ring"] * 4 + ["direct"] * 4
+    # sizes within a power of two share a class: compared per byte, not per call
+    assert m.run(5, ALL_REDUCE, MiB + MiB // 2) == ["ring"] * 5
