@@ -30,7 +30,9 @@ def parse_args():
     p.add_argument("--ranks", default="1,2", help="rank counts to launch (driver mode)")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--width", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+    # 256 keeps the step compute-bound: at 64 a rank's step ran 25 % slower beside a second
+    # rank than alone (they share the memory bandwidth), at 256 7-12 % (2026-12-01)
+    p.add_argument("--batch", type=int, default=256, help="samples per rank per step")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--bucket-mb", type=float, default=4.0)

@@ -1,16 +1,20 @@
 """Tensor: an array with reverse-mode autograd, micrograd's engine made array-valued.
 
 Each op computes its result and records a backward closure that, given the gradient of the
-result, adds the gradients of its inputs. `backward()` runs the closures in reverse topological
-order. The array is NumPy or CuPy; `array_module` finds the module from the array, so CuPy is
+result, adds the gradients of its inputs. `backward()` runs a closure once every consumer of its
+result has run, the latest-created first (PyTorch's engine does the same), so the last layer's
+gradients are complete while the earlier layers' backward is still to come. The array is NumPy or CuPy; `array_module` finds the module from the array, so CuPy is
 only ever touched when a CuPy array is already in use.
 """
+import heapq
+import itertools
 import math
 import sys
 
 import numpy as np
 
 _grad_enabled = True
+_created = itertools.count()  # creation order of graph nodes: backward runs the latest first
 
 
 class no_grad:
@@ -92,6 +96,7 @@ class Tensor:
             out.requires_grad, out.is_leaf = True, False
             out._prev = tuple(p for p in parents if p.requires_grad)
             out._backward = backward
+            out._seq = next(_created)
         return out
 
     def _accumulate(self, g):
@@ -142,22 +147,28 @@ class Tensor:
             raise RuntimeError("backward: this tensor does not require grad and has no graph")
         if not self.is_leaf and self._backward is None:
             raise RuntimeError("backward: the graph was freed by an earlier backward()")
-        order = self._topo()
         waiting = {}  # tensor id -> how many of its consumers have still to run
-        for t in order:
+        for t in self._topo():
             for p in t._prev:
                 waiting[id(p)] = waiting.get(id(p), 0) + 1
         xp = array_module(self.data)
         self._accumulate(xp.ones_like(self.data) if grad is None else xp.asarray(grad))
-        for t in reversed(order):
+        # Ready nodes, latest-created first. A plain reversed DFS order is also topological,
+        # but may put a layer's W.T after every earlier layer, so W's gradient (and the
+        # all-reduce of its bucket) would wait for the end of backward.
+        ready = [] if self.is_leaf else [(-self._seq, self)]
+        while ready:
+            _, t = heapq.heappop(ready)
             if t._backward is not None and t.grad is not None:
                 t._backward(t.grad)
             for p in t._prev:
                 waiting[id(p)] -= 1
-                if waiting[id(p)] == 0 and p.is_leaf:
-                    p._grad_ready()
-            if not t.is_leaf:  # free activations and inner gradients now, as PyTorch does
-                t.grad, t._prev, t._backward = None, (), None
+                if waiting[id(p)] == 0:
+                    if p.is_leaf:
+                        p._grad_ready()
+                    else:
+                        heapq.heappush(ready, (-p._seq, p))
+            t.grad, t._prev, t._backward = None, (), None  # free activations, as PyTorch does
         if self.is_leaf:
             self._grad_ready()
 

@@ -119,6 +119,26 @@ def test_leaf_gradients_accumulate_and_hook_fires_once_per_backward():
     assert [s.tolist() for s in seen] == [[5.0] * 3, [10.0] * 3]
 
 
+def test_a_layers_gradients_are_ready_before_the_earlier_layers_backward():
+    """Data parallelism starts a bucket's all-reduce from these hooks, so the last layer's must
+    fire before the earlier layers' backward runs, not when the whole graph is done (nn.Linear
+    computes x @ W.T + b: W.T must run right after its matmul)."""
+    import dpcore.nn as nn
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.ReLU(),
+                          nn.Linear(4, 4))
+    params = dict(model.named_parameters())
+    fired = []  # (name, the first layer's weight gradient exists yet?)
+    for name, p in params.items():
+        p.register_post_accumulate_grad_hook(
+            lambda t, name=name: fired.append((name, params["0.weight"].grad is not None)))
+    model(Tensor(rng.standard_normal((3, 4)))).sum().backward()
+    names = [name for name, _ in fired]
+    assert sorted(names) == sorted(params)
+    assert names.index("4.weight") < names.index("2.weight") < names.index("0.weight")
+    assert not dict(fired)["4.weight"] and not dict(fired)["2.weight"]
+
+
 def test_graph_is_freed_after_backward():
     x = Tensor(np.ones(3), requires_grad=True)
     y = (x * 2).sum()

@@ -1,5 +1,6 @@
 #include "cpu/shm_comm.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -31,6 +32,12 @@ bool processAlive(pid_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+int usableCpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return 1;
+  return CPU_COUNT(&cpus);
+}
+
 }  // namespace
 
 namespace {
@@ -43,7 +50,8 @@ ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig
                  double timeoutSeconds)
     : rank_(rank), config_(config), layout_(config),
       segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
-      base_(segment_->data()), timeout_(timeoutSeconds) {
+      base_(segment_->data()), timeout_(timeoutSeconds),
+      oversubscribed_(config.size > usableCpus()) {
   layout_.rank(base_, rank_)->pid.value.store(static_cast<uint64_t>(getpid()),
                                               std::memory_order_release);
   layout_.rank(base_, rank_)->probe.value.store(reinterpret_cast<uint64_t>(&probeWord),
@@ -60,6 +68,7 @@ ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig
   if (control->abort.value.compare_exchange_strong(expected, 1 + rank_)) {
     std::strncpy(control->reason, msg.c_str(), sizeof(control->reason) - 1);
     control->abort.value.store(1 + rank_, std::memory_order_release);
+    notifyAll();
   }
   brokenReason_ = msg;
   throw CommError(msg);
@@ -109,6 +118,7 @@ void ShmComm::arrive(const Task& task, CollHeader& header) {
     }
   }
   mine->arrived.value.store(seq_, std::memory_order_release);
+  notifyAll();
 }
 
 std::string ShmComm::ranksBehind(Counter RankControl::*counter, uint64_t seq) const {
@@ -348,6 +358,7 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
   } else if (task.coll == Coll::kAllReduce) {
     reduceOwnChunk(task, headers, out + shardRange(task.count, n, rank_).start * elem);
     layout_.rank(base_, rank_)->reduced.value.store(seq_, std::memory_order_release);
+    notifyAll();
     waitForAll(&RankControl::reduced, " to finish its chunk");
     for (int k = 1; k < n; ++k) {
       int peer = (rank_ + k) % n;
@@ -357,6 +368,7 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
     }
   }
   layout_.rank(base_, rank_)->done.value.store(seq_, std::memory_order_release);
+  notifyAll();
   waitForAll(&RankControl::done, " to finish reading");
 }
 

@@ -64,6 +64,9 @@ class ShmComm {
   void waitUntil(Ready ready, int peer) {
     waitUntil(ready, [peer] { return "rank " + std::to_string(peer); });
   }
+  // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
+  void notify(int r);
+  void notifyAll();
   [[noreturn]] void fail(const std::string& why);
   void checkAbort() {  // another rank failed: stop, and say why
     SegmentControl* control = layout_.control(base_);
@@ -102,6 +105,7 @@ class ShmComm {
   std::unique_ptr<ShmSegment> segment_;
   char* base_;
   double timeout_;
+  bool oversubscribed_;  // more ranks on this node than cores this process may run on
   uint64_t seq_ = 0;
   uint64_t algoCalls_[4] = {};
   Tuner tuner_;  // rank 0's; the others follow its pick

@@ -29,6 +29,14 @@ struct SegmentControl {
   char reason[512];
 };
 
+// How a rank sleeps while it waits (shm_wait.h): it sets `sleeping`, then sleeps on the futex
+// word `count`; a peer that has just posted what the rank may be waiting for bumps `count` and
+// wakes it, but only if `sleeping` is set, so posting costs no system call while nobody sleeps.
+struct alignas(kCacheLine) Doorbell {
+  std::atomic<uint32_t> count;
+  std::atomic<uint32_t> sleeping;
+};
+
 struct alignas(kCacheLine) RankControl {
   Counter arrived;  // sequence number of the last collective this rank entered
   Counter pid;
@@ -36,6 +44,7 @@ struct alignas(kCacheLine) RankControl {
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished
   Counter probe;  // address of a word in this rank's memory holding kProbeValue (canReadPeers)
   CollHeader header[2];  // by sequence parity: peers may still read the previous one
+  Doorbell doorbell;
 };
 
 struct alignas(kCacheLine) FifoControl {

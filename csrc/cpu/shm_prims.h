@@ -90,6 +90,7 @@ class ShmPrims {
   }
   void postSend() {
     comm_.fifo(next_)->head.value.store(++comm_.sendHead_, std::memory_order_release);
+    comm_.notify(next_);
   }
   const char* recvSlot() {
     FifoControl* f = comm_.fifo(comm_.rank());
@@ -99,6 +100,7 @@ class ShmPrims {
   }
   void postRecv() {
     comm_.fifo(comm_.rank())->tail.value.store(++comm_.recvTail_, std::memory_order_release);
+    comm_.notify(prev_);
   }
 
   ShmComm& comm_;
