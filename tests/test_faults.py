@@ -3,7 +3,8 @@
 
 - ranks that call different collectives (name, count, dtype, op, root, algorithm);
 - a rank that SIGKILLs itself, between or during collectives;
-- a rank that stalls past the timeout.
+- a rank that stalls past the timeout;
+- a rank that closes its communicator while the others wait for it.
 """
 import os
 import re
@@ -83,3 +84,17 @@ def remove_mpi_shm_leftovers(output):
                     os.unlink(f"/dev/shm/{name}")
                 except FileNotFoundError:
                     pass
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_rank_that_closed_is_reported_at_once(n):
+    """The last rank closes its communicator and stays alive; each other rank's next
+    collective raises CommError naming it within seconds, far below the 60 s timeout."""
+    output = run_ok("leave.py", n)
+    errors = rank_lines(output, "error")
+    assert set(errors) == set(range(n - 1)), output
+    for r, line in errors.items():
+        seconds, message = line.split(" | ", 1)
+        assert float(seconds) < 15, f"rank {r} took {seconds} s to notice:\n{output}"
+        assert re.match(rf"dpcore all_reduce #2 on rank {r}: ", message), message
+        assert f"rank {n - 1} closed its communicator" in message, message

@@ -59,6 +59,11 @@ ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig
   lastPeerCheck_ = std::chrono::steady_clock::now();
 }
 
+ShmComm::~ShmComm() {
+  layout_.rank(base_, rank_)->left.value.store(1, std::memory_order_release);
+  notifyAll();
+}
+
 [[noreturn]] void ShmComm::fail(const std::string& why) {
   std::string msg = std::string("dpcore ") + collName_ + " #" + std::to_string(seq_) +
                     " on rank " + std::to_string(rank_) + ": " + why;
@@ -74,15 +79,22 @@ ShmComm::ShmComm(const std::string& name, bool create, int rank, const ShmConfig
   throw CommError(msg);
 }
 
-void ShmComm::checkPeers() {
+// Why a peer will never post what we wait for: it died, or it closed its communicator. Either
+// happens after everything it did post, so the caller looks once more before it gives up.
+std::string ShmComm::peerTrouble() {
   lastPeerCheck_ = std::chrono::steady_clock::now();
   for (int r = 0; r < config_.size; ++r) {
     if (r == rank_) continue;
-    auto pid = static_cast<pid_t>(layout_.rank(base_, r)->pid.value.load(std::memory_order_acquire));
+    RankControl* peer = layout_.rank(base_, r);
+    auto pid = static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire));
     if (pid > 0 && !processAlive(pid)) {
-      fail("rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died");
+      return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died";
+    }
+    if (peer->left.value.load(std::memory_order_acquire) != 0) {
+      return "rank " + std::to_string(r) + " closed its communicator without making this call";
     }
   }
+  return "";
 }
 
 std::string ShmComm::describe(const CollHeader& h) const {

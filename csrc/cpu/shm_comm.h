@@ -39,6 +39,7 @@ class ShmComm {
  public:
   ShmComm(const std::string& name, bool create, int rank, const ShmConfig& config,
           double timeoutSeconds);
+  ~ShmComm();  // tells the peers this rank has left, so none waits for it in vain
   void unlinkSegment() { segment_->unlink(); }  // once every rank has mapped it
 
   // Runs one collective; returns every rank's header (its call, as that rank made it).
@@ -88,7 +89,7 @@ class ShmComm {
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
   std::vector<CollHeader> gatherHeaders(const CollHeader& mine);
   void checkHeaders(const std::vector<CollHeader>& headers, const CollHeader& mine);
-  void checkPeers();
+  std::string peerTrouble();
   std::string describe(const CollHeader& h) const;
   void runOneShot(const Task& task, const std::vector<CollHeader>& headers);
   void runRing(const Task& task, const std::vector<CollHeader>& headers);

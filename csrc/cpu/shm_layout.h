@@ -43,6 +43,7 @@ struct alignas(kCacheLine) RankControl {
   Counter reduced;  // direct all_reduce: the last collective whose own chunk is complete
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished
   Counter probe;  // address of a word in this rank's memory holding kProbeValue (canReadPeers)
+  Counter left;   // 1 once this rank closed its communicator: it will call nothing more
   CollHeader header[2];  // by sequence parity: peers may still read the previous one
   Doorbell doorbell;
 };

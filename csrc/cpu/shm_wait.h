@@ -73,7 +73,13 @@ void ShmComm::waitUntil(Ready ready, Blame blame) {
     if (ready()) return;
     checkAbort();
     const auto now = std::chrono::steady_clock::now();
-    if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) checkPeers();
+    if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) {
+      std::string trouble = peerTrouble();
+      if (!trouble.empty()) {
+        if (ready()) return;
+        fail(trouble);
+      }
+    }
     if (now > deadline_) {
       std::ostringstream why;
       why << "timed out after " << timeout_ << " s waiting for " << blame();
