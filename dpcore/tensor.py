@@ -3,8 +3,9 @@
 Each op computes its result and records a backward closure that, given the gradient of the
 result, adds the gradients of its inputs. `backward()` runs a closure once every consumer of its
 result has run, the latest-created first (PyTorch's engine does the same), so the last layer's
-gradients are complete while the earlier layers' backward is still to come. The array is NumPy or CuPy; `array_module` finds the module from the array, so CuPy is
-only ever touched when a CuPy array is already in use.
+gradients are complete while the earlier layers' backward is still to come. The array is
+NumPy or CuPy; `array_module` finds the module from the array, so CuPy is only ever touched
+when a CuPy array is already in use.
 """
 import heapq
 import itertools

@@ -179,6 +179,21 @@ def test_fit_recovers_known_alpha_beta_gamma(n):
                                 abs_tol=1e-15), (algo, k)
 
 
+def test_fit_finds_the_cache_where_there_is_one():
+    # past 8 MiB the buffer's spill moves at half the speed: the fit finds the bend and the
+    # two speeds, and adds none where every size moves at one speed (the test above)
+    truth = Params(3e-6, 1.5e-10, 6e-11, overhead=2e-5, cache_bytes=8 << 20, beta_mem=3e-10)
+    sizes = [4 ** k for k in range(5, 15)]  # 1 KiB .. 256 MiB
+    samples = [Sample(coll, "ring", 2, nbytes, predict(coll, "ring", nbytes, 2, truth))
+               for coll in ("all_reduce", "all_gather") for nbytes in sizes]
+    got = fit(samples)
+    for k in ("alpha", "beta", "gamma", "overhead", "cache_bytes", "beta_mem"):
+        assert math.isclose(getattr(got, k), getattr(truth, k), rel_tol=1e-6), k
+    assert truth.spilled(4 << 20) == 0 and truth.spilled(32 << 20) == 0.75
+    flat = fit(synthetic({"ring": Params(3e-6, 1.5e-10, 6e-11)}, 2))
+    assert flat.cache_bytes is None and flat.beta_mem is None
+
+
 def test_fit_with_noise_and_with_only_all_reduce():
     truth = Params(3e-6, 1.5e-10, 6e-11)
     got = fit(synthetic({"ring": truth}, 4, noise=0.03))

@@ -14,7 +14,7 @@ def predict(coll, algo, nbytes, n, params, local_size=None, segment=SEGMENT_BYTE
     """Predicted seconds for one collective of nbytes (S, see formulas.py) on n ranks.
     params: one Params, or {algo: Params} as `fit` saves them."""
     c = cost(coll, algo, nbytes, n, local_size=local_size, segment=segment)
-    return params_for(params, algo).time(c)
+    return params_for(params, algo).time(c, nbytes)
 
 
 def crossover(coll, algo_a, algo_b, n, params, lo=1, hi=1 << 40, **kw):
@@ -76,5 +76,5 @@ def best_algorithm(coll, nbytes, n, params, choices=None, limits=None, **kw):
 def _latency_share(coll, algo, nbytes, n, params, kw):
     p = params_for(params, algo)
     c = cost(coll, algo, nbytes, n, **kw)
-    total = p.time(c)
+    total = p.time(c, nbytes)
     return p.latency(c) / total if total else 1.0

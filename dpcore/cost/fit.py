@@ -7,6 +7,11 @@ from the fixed per-call overhead (a Python call and a header handshake that ever
 pays once, like the base latency in NCCL's tuner). The fit minimises relative error (rows
 weighted by 1/time): time spans four orders of magnitude, and an absolute fit would ignore the
 small, latency-bound sizes.
+
+The cache: for a candidate cache size C the bytes split into those of the buffer's first C
+bytes (beta) and the rest (beta_mem, Params.spilled), which keeps the fit linear; the fit tries
+C = 1 MiB .. 64 MiB and keeps the best, if it explains the samples clearly better (a fifth
+less squared error) than one beta for every size.
 """
 import itertools
 import statistics
@@ -31,32 +36,56 @@ def fit_line(nbytes, seconds):
     return float(intercept), float(slope)
 
 
+_CACHE_CANDIDATES = [1 << k for k in range(20, 27)]  # 1 MiB .. 64 MiB
+_CACHE_GAIN = 0.8  # a cache must cut the squared relative error to this share of one beta's
+
+
 def fit(samples, local_size=None):
-    """Params (overhead, alpha, beta, gamma, all >= 0) that best explain the samples (Sample
-    tuples or (coll, algo, n, nbytes, seconds)). A term the samples cannot tell apart from
-    another is left at 0: gamma when only all_reduce was measured (beta then absorbs the
-    reduction), the per-call overhead when every sample has the same number of steps (alpha
-    absorbs it)."""
-    rows, t = [], []
+    """Params (overhead, alpha, beta, gamma, all >= 0; and cache_bytes, beta_mem where the
+    samples show a cache) that best explain the samples (Sample tuples or (coll, algo, n,
+    nbytes, seconds)). A term the samples cannot tell apart from another is left at 0: gamma
+    when only all_reduce was measured (beta then absorbs the reduction), the per-call overhead
+    when every sample has the same number of steps (alpha absorbs it)."""
+    costs, sizes, t = [], [], []
     for coll, algo, n, nbytes, seconds in samples:
-        c = cost(coll, algo, nbytes, n, local_size=local_size)
-        rows.append((c.steps, c.nbytes, c.reduced, 1.0))
+        costs.append(cost(coll, algo, nbytes, n, local_size=local_size))
+        sizes.append(nbytes)
         t.append(seconds)
-    a, t = np.asarray(rows, float), np.asarray(t, float)
-    a, b = a / t[:, None], np.ones_like(t)
+    t = np.asarray(t, float)
+    x, res = _fit_columns(costs, sizes, t, None)
+    best = Params(alpha=x[0], beta=x[1], gamma=x[2], overhead=x[3])
+    flat_res = res
+    for c in _CACHE_CANDIDATES:
+        if sum(size > c for size in sizes) < 2:  # a bend needs two sizes past it
+            continue
+        x, r = _fit_columns(costs, sizes, t, c)
+        if r < res and r < _CACHE_GAIN * flat_res and x[4] > 0:
+            best, res = Params(alpha=x[0], beta=x[1], gamma=x[2], overhead=x[3],
+                               cache_bytes=float(c), beta_mem=x[4]), r
+    return best
+
+
+def _fit_columns(costs, sizes, t, cache):
+    """([alpha, beta, gamma, overhead, beta_mem], squared relative error) for one candidate
+    cache size (None: no cache term)."""
+    rows = []
+    for k, size in zip(costs, sizes):
+        spill = 0.0 if cache is None or size <= cache else 1 - cache / size
+        rows.append((k.steps, k.nbytes * (1 - spill), k.reduced, 1.0, k.nbytes * spill))
+    a, b = np.asarray(rows, float) / t[:, None], np.ones_like(t)
     cols = []
-    for j in range(4):  # in this order of preference: alpha, beta, gamma, overhead
+    for j in range(5 if cache is not None else 4):  # by preference: alpha, beta, gamma, ...
         trial = cols + [j]
         if np.linalg.matrix_rank(a[:, trial] / abs(a[:, trial]).max(axis=0).clip(1e-300),
                                  tol=1e-9) == len(trial):
             cols = trial
     x = _nonnegative_lstsq(a, b, cols)
-    return Params(alpha=x[0], beta=x[1], gamma=x[2], overhead=x[3])
+    return x, float(np.sum((a @ np.asarray(x) - b) ** 2))
 
 
 def _nonnegative_lstsq(a, b, cols):
-    """Least squares with x >= 0 by trying every subset of the (at most four) columns: the
-    best feasible subset is the answer, and with four unknowns that is fifteen solves."""
+    """Least squares with x >= 0 by trying every subset of the (at most five) columns: the
+    best feasible subset is the answer, and with five unknowns that is 31 solves."""
     best, best_res = np.zeros(a.shape[1]), np.inf
     for k in range(len(cols), 0, -1):
         for subset in itertools.combinations(cols, k):
@@ -82,21 +111,21 @@ def fit_per_algorithm(samples):
 # -- the sweep (needs mpiexec) ----------------------------------------------------------------
 
 def sizes_for(algo, n, quick=False, one_shot_max=256 << 10):
-    """Bytes S to measure: one_shot up to its slot, the others from latency-bound to past the
-    last-level cache (64 MiB), where the bench's default sweep ends."""
-    step = 4 if quick else 2
+    """Bytes S to measure: one_shot up to its slot; the others from latency-bound to well past
+    the last-level cache (256 MiB, as far as benchmarks/mpi_table.py goes), by factors of 2 so
+    that the fit can place the cache's bend."""
     if algo == "one_shot":
-        return [1 << k for k in range(8, 19, step) if (1 << k) <= one_shot_max]
-    return [1 << k for k in range(10, 23 if quick else 27, step)]
+        return [1 << k for k in range(8, 19, 4 if quick else 2) if (1 << k) <= one_shot_max]
+    return [1 << k for k in (range(10, 23, 4) if quick else range(10, 29))]
 
 
-def _call(comm, coll, algo, nbytes):
+def _call(buffer, comm, coll, algo, nbytes):
     """A ready-to-time collective of nbytes (float32, in place, as the bench's model_err% column
-    compares with) and its true size."""
+    compares with) on the front of `buffer`, and its true size."""
     from ..sharding import shard_range
 
     count = max(1, nbytes // 4)
-    x = np.ones(count, np.float32)
+    x = buffer[:count]
     if coll == "all_reduce":
         return (lambda: comm.all_reduce(x, out=x, algo=algo)), count * 4
     start, stop = shard_range(count, comm.size, comm.rank)
@@ -112,22 +141,24 @@ def algorithms(comm):
 
 def sweep(comm, quick=False):
     """Samples for all_reduce and all_gather, in place, under every algorithm dpcore runs
-    (algorithms()): the median over repeats (11, fewer if the sweep passes 15 s) of a timed
+    (algorithms()): the median over repeats (11, fewer if the sweep passes 30 s) of a timed
     loop, taken by the slowest rank (a collective ends with its last rank).
     Repeats go round-robin over all sizes, so a burst of noise from another process spoils one
     repeat of many sizes (which the median drops) instead of every repeat of one size."""
     from .. import comm as comm_module
 
     limit = getattr(comm_module, "_ONE_SHOT_BYTES", 256 << 10)  # one_shot's slot, per rank
+    sizes = {algo: sizes_for(algo, comm.size, quick, limit) for algo in algorithms(comm)}
+    buffer = np.ones(max(max(s) for s in sizes.values()) // 4, np.float32)  # one for all
     configs = []
     for algo in algorithms(comm):
         for coll in ("all_reduce", "all_gather"):
-            for nbytes in sizes_for(algo, comm.size, quick, limit):
-                call, actual = _call(comm, coll, algo, nbytes)
+            for nbytes in sizes[algo]:
+                call, actual = _call(buffer, comm, coll, algo, nbytes)
                 call(), call()  # warm up: page faults, first touch of the shared slots
                 # back-to-back calls, as the bench times them: a lone call after a barrier
                 # also pays for the ranks leaving the barrier apart (measured: 1 MiB 40 % slower)
-                iters = max(5, min(50, (16 << 20) // actual))
+                iters = max(3, min(50, (16 << 20) // actual))
                 configs.append((coll, algo, actual, call, iters, []))
     start = time.perf_counter()
     for repeat in range(5 if quick else 11):
@@ -138,7 +169,7 @@ def sweep(comm, quick=False):
                 call()
             times.append((time.perf_counter() - t0) / iters)
         # a busy machine makes everything slow: keep to the time budget once 3 repeats are in
-        late = time.perf_counter() - start > (5 if quick else 15)
+        late = time.perf_counter() - start > (5 if quick else 30)
         if repeat >= 2 and comm._mpi.bcast(late, root=0):
             break
     per_rank = comm._mpi.allgather([statistics.median(c[5]) for c in configs])

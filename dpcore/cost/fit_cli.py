@@ -34,10 +34,13 @@ def run_fit(path, quick=False):
                   f"{fmt_time(s.seconds):>11}{fmt_time(model):>11}"
                   f"{(model - s.seconds) / s.seconds:>+8.0%}")
         print("\nfitted (relative least squares; time = overhead + alpha*steps + beta*bytes + "
-              "gamma*reduced bytes):")
+              "gamma*reduced bytes,\n  beta_mem instead of beta for the share of a buffer "
+              "past the cache):")
         for algo, p in per_algo.items():
+            cache = "" if p.cache_bytes is None else \
+                f"  beta_mem {p.beta_mem * 1e9:.4f} ns/B past {fmt_bytes(p.cache_bytes, True)}"
             print(f"  {algo:<9} overhead {fmt_time(p.overhead):>8}  alpha {fmt_time(p.alpha):>8}"
-                  f"  beta {p.beta * 1e9:.4f} ns/B  gamma {p.gamma * 1e9:.4f} ns/B")
+                  f"  beta {p.beta * 1e9:.4f} ns/B  gamma {p.gamma * 1e9:.4f} ns/B{cache}")
         print(f"  (the ring's alpha and overhead are told apart only by all_gather's "
               f"{comm.size - 1} step{'s' * (comm.size > 2)} against all_reduce's "
               f"{2 * comm.size - 2}: fit at the rank count you predict for)")
