@@ -40,8 +40,10 @@ _FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step hold
 # its incoming FIFO while it waits for one in the outgoing: the ring needs at least 2
 _SLOT_BYTES = int(os.environ.get("DPCORE_SLOT_BYTES", 64 << 10))
 _ONE_SHOT_BYTES = int(os.environ.get("DPCORE_ONE_SHOT_BYTES", 256 << 10))
-# "auto" switches from one-shot to ring above this many bytes per rank.
-_ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 32 << 10))
+# Without a fitted cost model, "auto" switches from one-shot to ring above this many bytes per
+# rank: where the two cross on the development VM, 2 ranks (benchmarks/auto_vs_fixed.py,
+# 2026-12-01: 1.5 us each at 4 KiB; one_shot 1.40x slower at 16 KiB).
+_ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 4 << 10))
 
 _segment_ids = itertools.count()
 

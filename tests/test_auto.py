@@ -100,7 +100,7 @@ def test_a_fit_for_another_transport_is_not_used(tmp_path):
     write_fit(tmp_path, transport="shm")
     assert auto.auto_algorithm("all_reduce", 4096, 2, LIMIT, transport="shm")[0] == "ring"
     algo, reason = auto.auto_algorithm("all_reduce", 4096, 2, LIMIT, transport="mpi")
-    assert algo == "one_shot" and "transport shm" in reason  # the default switch, 32 KiB
+    assert algo == "one_shot" and "transport shm" in reason  # the default switch, 4 KiB
 
 
 def test_cached_per_collective_and_ranks(tmp_path, monkeypatch):
@@ -173,4 +173,4 @@ def test_new_parameters_reach_a_held_dict(tmp_path):
     assert auto.auto_code("all_reduce", 4096, 2, LIMIT, transport="shm") == 1  # above 500 B
     auto.use_params(None)
     assert held == {} and auto.bands(2, LIMIT, "shm") is held
-    assert auto.auto_code("all_reduce", 4096, 2, LIMIT, transport="shm") == 0  # default 32 KiB
+    assert auto.auto_code("all_reduce", 4096, 2, LIMIT, transport="shm") == 0  # default 4 KiB

@@ -143,7 +143,8 @@ def run_predict(args):
     x = crossover(args.coll, "one_shot", "ring", n, params, **kw)
     if x:
         print(f"\none_shot and ring cross at {fmt_bytes(x, binary=True)} "
-              "(dpcore's algo='auto' switches at DPCORE_ONE_SHOT_MAX, 32 KiB by default)")
+              "(dpcore's algo='auto' switches there when these are fitted parameters, "
+              "else at DPCORE_ONE_SHOT_MAX, 4 KiB by default)")
 
 
 if __name__ == "__main__":

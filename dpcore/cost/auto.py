@@ -6,7 +6,7 @@ from, in this order:
   1. DPCORE_ONE_SHOT_MAX, when set in the environment: one_shot up to it (the user said so);
   2. the fitted cost model (`python -m dpcore.cost fit`, read by dpcore.cost.load()): one_shot
      where its predicted time beats the ring's, i.e. below their crossover;
-  3. the built-in default: one_shot up to dpcore.comm._ONE_SHOT_MAX (32 KiB).
+  3. the built-in default: one_shot up to dpcore.comm._ONE_SHOT_MAX (4 KiB).
 and never past one_shot_limit, the most its shared slot holds. The band is computed once per
 (collective, ranks, limit, transport) (about a hundred model predictions). A Communicator
 keeps bands() for its (ranks, limit, transport), a {collective: (lo, hi)} dict, so its hot
