@@ -41,9 +41,19 @@ _FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step hold
 _SLOT_BYTES = int(os.environ.get("DPCORE_SLOT_BYTES", 64 << 10))
 _ONE_SHOT_BYTES = int(os.environ.get("DPCORE_ONE_SHOT_BYTES", 256 << 10))
 # Without a fitted cost model, "auto" switches from one-shot to ring above this many bytes per
-# rank: where the two cross on the development VM, 2 ranks (benchmarks/auto_vs_fixed.py,
-# 2026-12-01: 1.5 us each at 4 KiB; one_shot 1.40x slower at 16 KiB).
+# rank: where the two cross on the development VM (benchmarks/auto_vs_fixed.py, 2026-12-01):
+# 2 ranks on its 2 cores at 4 KiB (1.5 us each; one_shot 1.4x slower at 16 KiB); 3 or 4
+# ranks sharing them near 128 KiB, since every ring step then waits for a context switch (at
+# 16 KiB the ring took 39-47 us, one_shot 16-21).
 _ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 4 << 10))
+_ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
+
+
+def default_one_shot_max(n, transport=None):
+    """auto's one_shot limit without a fitted model: larger where n ranks of this node
+    outnumber the cores it may run on."""
+    crowded = transport in (None, "shm") and n > len(os.sched_getaffinity(0))
+    return _ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else _ONE_SHOT_MAX
 
 _segment_ids = itertools.count()
 

@@ -6,6 +6,7 @@ where 1 us + 3 S ns = 2 us + S ns, at S = 500 bytes.
 """
 import json
 import math
+import os
 
 import pytest
 
@@ -67,7 +68,14 @@ def test_without_fitted_params_the_default_switch(tmp_path):
     assert auto.auto_algorithm("all_reduce", default, 2, LIMIT)[0] == "one_shot"
     algo, reason = auto.auto_algorithm("all_reduce", default + 1, 2, LIMIT)
     assert algo == "ring" and "default" in reason and "dpcore.cost fit" in reason
-    assert auto.auto_code("reduce_scatter", default + 1, 8, LIMIT) == 1
+    # more ranks than this machine's cores: every ring step waits for a context switch, so
+    # one_shot goes further (128 KiB)
+    crowded = comm.default_one_shot_max(8, "shm")
+    assert crowded == (comm._ONE_SHOT_MAX_OVERSUBSCRIBED if len(os.sched_getaffinity(0)) < 8
+                       else default)
+    assert auto.auto_code("reduce_scatter", crowded, 8, LIMIT, transport="shm") == 0
+    assert auto.auto_code("reduce_scatter", crowded + 1, 8, LIMIT, transport="shm") == 1
+    assert comm.default_one_shot_max(8, "mpi") == default  # ranks on other nodes: not crowded
 
 
 def test_one_shot_limit_is_respected(tmp_path):

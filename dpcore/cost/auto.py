@@ -65,7 +65,7 @@ def auto_algorithm(coll, nbytes, n, one_shot_limit, transport=None):
     """("one_shot" | "ring", reason): what algo="auto" runs for nbytes, and why."""
     lo, hi, rule = band(coll, n, one_shot_limit, transport)
     algo = "one_shot" if lo <= nbytes <= hi else "ring"
-    return algo, _reason(algo, rule, coll, nbytes, n, one_shot_limit)
+    return algo, _reason(algo, rule, coll, nbytes, n, one_shot_limit, transport)
 
 
 def band(coll, n, one_shot_limit, transport=None):
@@ -126,9 +126,10 @@ def _compute_band(coll, n, limit, transport):
     params, source, fitted_on = model()
     usable = params is not None and {"one_shot", "ring"} <= set(params)
     if usable and transport is not None and fitted_on is not None and fitted_on != transport:
-        return 0, min(_default_max(), limit), ("other_transport", fitted_on, transport)
+        return 0, min(_default_max(n, transport), limit), ("other_transport", fitted_on,
+                                                            transport)
     if not usable:
-        return 0, min(_default_max(), limit), ("default", None)
+        return 0, min(_default_max(n, transport), limit), ("default", None)
     x = crossover(coll, "one_shot", "ring", n, params)
     one_shot_small = (predict(coll, "one_shot", 1, n, params) <=
                       predict(coll, "ring", 1, n, params))
@@ -141,10 +142,10 @@ def _compute_band(coll, n, limit, transport):
     return lo, hi, ("fitted", x, one_shot_small, source)
 
 
-def _default_max():
+def _default_max(n, transport):
     from .. import comm  # loaded already whenever a Communicator asks
 
-    return comm._ONE_SHOT_MAX
+    return comm.default_one_shot_max(n, transport)
 
 
 def _fitted_transport(path):
@@ -157,7 +158,7 @@ def _fitted_transport(path):
 
 # -- saying why -----------------------------------------------------------------------------
 
-def _reason(algo, rule, coll, nbytes, n, limit):
+def _reason(algo, rule, coll, nbytes, n, limit, transport):
     size, kib = fmt_bytes(nbytes, binary=True), lambda b: fmt_bytes(b, binary=True)
     other = "ring" if algo == "one_shot" else "one_shot"
     kind = rule[0]
@@ -174,7 +175,8 @@ def _reason(algo, rule, coll, nbytes, n, limit):
         why = ("no fitted cost model; `mpiexec -n N python -m dpcore.cost fit` makes one"
                if kind == "default" else
                f"the cost model was fitted on transport {rule[1]}, this is {rule[2]}")
-        return f"{algo}: {size} {side} {kib(_default_max())}, the default switch ({why})"
+        return (f"{algo}: {size} {side} {kib(_default_max(n, transport))}, the default switch "
+                f"({why})")
     _, x, one_shot_small, source = rule
     params = model()[0]
     t = {a: predict(coll, a, nbytes, n, params) for a in ("one_shot", "ring")}
