@@ -26,12 +26,13 @@ DIRECT, _DIRECT_CODE = "direct", 3
 # Past one_shot's sizes, auto runs whichever of the ring and direct has lately been faster for
 # that collective and size class, as rank 0 times them (csrc/cpu/tuner.h: on the development VM
 # the winner flips with where the host puts the cores, during a run). DPCORE_TUNE=0 fixes the
-# choice instead: direct from _DIRECT_MIN bytes (all_gather: the output), where the ring
-# degrades past the cache, in the VM's slow state (benchmarks/results/2026-11-29-cpu.md).
+# choice instead: direct from _DIRECT_MIN bytes (all_gather: the output), where the tuner took
+# it with the cores on different dies; with them on one die the ring stays ahead there (the
+# all-reduce by up to 25 %), so no fixed threshold suits both (benchmarks/results/2026-12-01).
 _TUNED_CODE = 4
 _TUNE = os.environ.get("DPCORE_TUNE", "1") != "0"
-_DIRECT_MIN = {"all_gather": 256 << 10, "broadcast": 16 << 20, "all_reduce": 16 << 20,
-               "reduce_scatter": 1 << 20}
+_DIRECT_MIN = {"all_gather": 64 << 20, "broadcast": 64 << 20, "all_reduce": 64 << 20,
+               "reduce_scatter": 64 << 20}
 ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT,
                    _TUNED_CODE: "auto"}
 
