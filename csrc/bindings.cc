@@ -145,7 +145,7 @@ PYBIND11_MODULE(_C, m) {
       .def("algo_calls", [](Comm& c) {
             c.drain();
             const uint64_t* calls = c.shm().algoCalls();
-            return std::vector<uint64_t>(calls, calls + 4);
+            return std::vector<uint64_t>(calls, calls + ShmComm::kRunnableAlgos);
           }, py::call_guard<py::gil_scoped_release>());
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,

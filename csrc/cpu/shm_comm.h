@@ -54,7 +54,9 @@ class ShmComm {
   int size() const { return config_.size; }
   const ShmConfig& config() const { return config_; }
   uint64_t sequence() const { return seq_; }
-  // Collectives run by each algorithm (kTuned resolved to what ran), indexed by Algo.
+  // Collectives run by each algorithm (kTuned resolved to what ran), indexed by Algo below
+  // kTuned.
+  static constexpr int kRunnableAlgos = static_cast<int>(Algo::kTuned);
   const uint64_t* algoCalls() const { return algoCalls_; }
   void setTimeout(double seconds) { timeout_ = seconds; }
 
@@ -108,7 +110,7 @@ class ShmComm {
   double timeout_;
   bool oversubscribed_;  // more ranks on this node than cores this process may run on
   uint64_t seq_ = 0;
-  uint64_t algoCalls_[4] = {};
+  uint64_t algoCalls_[kRunnableAlgos] = {};
   Tuner tuner_;  // rank 0's; the others follow its pick
   const char* collName_ = "";  // of the collective in flight, for messages
   std::chrono::steady_clock::time_point deadline_;

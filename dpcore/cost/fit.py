@@ -21,7 +21,7 @@ from collections import namedtuple
 import numpy as np
 
 from .formulas import cost
-from .params import Params
+from .params import Params, spill
 
 Sample = namedtuple("Sample", "coll algo n nbytes seconds")
 
@@ -70,8 +70,8 @@ def _fit_columns(costs, sizes, t, cache):
     cache size (None: no cache term)."""
     rows = []
     for k, size in zip(costs, sizes):
-        spill = 0.0 if cache is None or size <= cache else 1 - cache / size
-        rows.append((k.steps, k.nbytes * (1 - spill), k.reduced, 1.0, k.nbytes * spill))
+        s = spill(size, cache)
+        rows.append((k.steps, k.nbytes * (1 - s), k.reduced, 1.0, k.nbytes * s))
     a, b = np.asarray(rows, float) / t[:, None], np.ones_like(t)
     cols = []
     for j in range(5 if cache is not None else 4):  # by preference: alpha, beta, gamma, ...

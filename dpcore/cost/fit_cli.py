@@ -51,8 +51,8 @@ def run_fit(path, quick=False):
                     "all_reduce", "one_shot", 1, comm.size, per_algo) < predict(
                     "all_reduce", "ring", 1, comm.size, per_algo) else ("ring", "one_shot")
                 print(f"\nall_reduce on {comm.size} ranks: {small} is faster below "
-                      f"{fmt_bytes(x, binary=True)}, {large} above (algo='auto' switches there once "
-                      "this fit is saved; DPCORE_ONE_SHOT_MAX overrides it)")
+                      f"{fmt_bytes(x, binary=True)}, {large} above (algo='auto' switches there "
+                      "once this fit is saved; DPCORE_ONE_SHOT_MAX overrides it)")
         save(path, per_algo, ranks=comm.size, transport=comm.transport, dtype="float32",
              host=socket.gethostname(), python=platform.python_version(),
              created=time.strftime("%Y-%m-%dT%H:%M:%S"),

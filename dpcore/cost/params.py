@@ -74,9 +74,7 @@ class Params:
     def spilled(self, size):
         """The share of a buffer of `size` bytes that does not fit in the cache (0 without a
         cache in the model)."""
-        if self.beta_mem is None or not self.cache_bytes or size <= self.cache_bytes:
-            return 0.0
-        return 1 - self.cache_bytes / size
+        return 0.0 if self.beta_mem is None else spill(size, self.cache_bytes)
 
     def latency(self, cost):
         """The alpha terms (and the per-call overhead): what no bandwidth can buy back."""
@@ -95,6 +93,14 @@ class Params:
         red = f", reduce {1 / self.gamma / 1e9:.3g} GB/s" if self.gamma else ""
         base = f"overhead {fmt_time(self.overhead)} per call, " if self.overhead else ""
         return f"{base}alpha {fmt_time(self.alpha)}, bandwidth {bw}{red}"
+
+
+def spill(size, cache_bytes):
+    """The share 1 - cache_bytes / size of a buffer of `size` bytes past a cache of cache_bytes
+    (0 if it fits, or without a cache), which moves at memory speed."""
+    if not cache_bytes or size <= cache_bytes:
+        return 0.0
+    return 1 - cache_bytes / size
 
 
 # Illustrative numbers for when nothing was fitted: a few microseconds per message and a
@@ -139,4 +145,4 @@ def _plain(p):
     return {k: v for k, v in asdict(p).items() if v is not None}
 
 
-__all__ = ["Cost", "DEFAULT", "Params", "default_path", "load", "params_for", "save"]
+__all__ = ["Cost", "DEFAULT", "Params", "default_path", "load", "params_for", "save", "spill"]
