@@ -8,10 +8,10 @@ pays once, like the base latency in NCCL's tuner). The fit minimises relative er
 weighted by 1/time): time spans four orders of magnitude, and an absolute fit would ignore the
 small, latency-bound sizes.
 
-The cache: for a candidate cache size C the bytes split into those of the buffer's first C
-bytes (beta) and the rest (beta_mem, Params.spilled), which keeps the fit linear; the fit tries
-C = 1 MiB .. 64 MiB and keeps the best, if it explains the samples clearly better (a fifth
-less squared error) than one beta for every size.
+The cache: for a candidate cache size C a buffer's bytes split into the share that hits it
+(beta) and the share S/(S+C) that misses (beta_mem, params.spill), which keeps the fit linear;
+the fit tries C = 1 MiB .. 64 MiB and keeps the best, if it explains the samples clearly better
+(a fifth less squared error) than one beta for every size.
 """
 import itertools
 import statistics
@@ -163,6 +163,9 @@ def sweep(comm, quick=False):
     start = time.perf_counter()
     for repeat in range(5 if quick else 11):
         for coll, algo, actual, call, iters, times in configs:
+            # the configs before this one pushed its buffer out of the cache, where the bench's
+            # back-to-back calls find it: untimed, that first call cost 1-16 MiB 10-25 % more
+            call()
             comm.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):

@@ -34,11 +34,11 @@ def run_fit(path, quick=False):
                   f"{fmt_time(s.seconds):>11}{fmt_time(model):>11}"
                   f"{(model - s.seconds) / s.seconds:>+8.0%}")
         print("\nfitted (relative least squares; time = overhead + alpha*steps + beta*bytes + "
-              "gamma*reduced bytes,\n  beta_mem instead of beta for the share of a buffer "
-              "past the cache):")
+              "gamma*reduced bytes,\n  beta_mem instead of beta for the share S/(S+C) of a "
+              "buffer of S bytes that misses a cache of C):")
         for algo, p in per_algo.items():
             cache = "" if p.cache_bytes is None else \
-                f"  beta_mem {p.beta_mem * 1e9:.4f} ns/B past {fmt_bytes(p.cache_bytes, True)}"
+                f"  beta_mem {p.beta_mem * 1e9:.4f} ns/B  C {fmt_bytes(p.cache_bytes, True)}"
             print(f"  {algo:<9} overhead {fmt_time(p.overhead):>8}  alpha {fmt_time(p.alpha):>8}"
                   f"  beta {p.beta * 1e9:.4f} ns/B  gamma {p.gamma * 1e9:.4f} ns/B{cache}")
         print(f"  (the ring's alpha and overhead are told apart only by all_gather's "

@@ -7,8 +7,8 @@ on the slower between-node link. Time is then a dot product, linear in alpha, be
 which is what lets `fit` recover them by least squares.
 
 One bend in the line: a buffer larger than the cache moves at memory speed. Params may give a
-cache size and a second beta (beta_mem) for the share of the buffer past it; measured on this
-project's VM, a 2-rank ring all-reduce moves 27 GB/s up to 4 MiB and 15 GB/s from 64 MiB.
+cache size and a second beta (beta_mem) for the share of the buffer that misses it; measured on
+this project's VM, a 2-rank ring all-reduce moves 27 GB/s up to 4 MiB and 15 GB/s from 64 MiB.
 """
 import json
 import os
@@ -45,8 +45,8 @@ class Params:
     and default to alpha / beta (one kind of link everywhere). overhead: seconds per call
     whatever its steps (launch, argument checks, the header handshake), NCCL's tuner's "base
     latency"; 0 in the textbook formulas, measured by `fit`. cache_bytes and beta_mem: for a
-    buffer of S > cache_bytes bytes, the share 1 - cache_bytes / S of its bytes moves at
-    beta_mem instead of beta (None: one speed at every size)."""
+    buffer of S bytes, the share S / (S + cache_bytes) of its bytes moves at beta_mem instead
+    of beta (spill(); None: one speed at every size)."""
     alpha: float
     beta: float
     gamma: float = 0.0
@@ -89,18 +89,25 @@ class Params:
         bw = f"{1 / self.beta / 1e9:.3g} GB/s" if self.beta else "inf"
         if self.beta_mem is not None and self.cache_bytes:
             mem = f"{1 / self.beta_mem / 1e9:.3g} GB/s" if self.beta_mem else "inf"
-            bw += f" ({mem} past {fmt_bytes(self.cache_bytes, binary=True)})"
+            bw += f" ({mem} for what misses {fmt_bytes(self.cache_bytes, binary=True)})"
         red = f", reduce {1 / self.gamma / 1e9:.3g} GB/s" if self.gamma else ""
         base = f"overhead {fmt_time(self.overhead)} per call, " if self.overhead else ""
         return f"{base}alpha {fmt_time(self.alpha)}, bandwidth {bw}{red}"
 
 
 def spill(size, cache_bytes):
-    """The share 1 - cache_bytes / size of a buffer of `size` bytes past a cache of cache_bytes
-    (0 if it fits, or without a cache), which moves at memory speed."""
-    if not cache_bytes or size <= cache_bytes:
+    """The share size / (size + cache_bytes) of a buffer's bytes that miss a cache of
+    cache_bytes and move at memory speed (0 without a cache): a tenth at a ninth of the cache,
+    half at its size, nine tenths at nine times it.
+
+    Not the cliff of one ideal cache, 1 - C/S past S = C, which this machine does not show: with
+    a private L2, an L3 that may be shared or split between the ranks' dies and prefetchers, its
+    ring all-reduce slows gradually, 26.5, 22.0, 20.8, 18.4 and 16.2 GB/s at 1, 8, 16, 32 and
+    64 MiB. Fitted to two sweeps of that, the cliff left the worst all_reduce size from 64 KiB
+    up 22-24 % off, this share 16 %."""
+    if not cache_bytes:
         return 0.0
-    return 1 - cache_bytes / size
+    return size / (size + cache_bytes)
 
 
 # Illustrative numbers for when nothing was fitted: a few microseconds per message and a
