@@ -12,8 +12,6 @@ auto's blocks include whatever its tuner spends on trying the other arm.
 """
 import argparse
 import os
-import statistics
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -21,6 +19,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
+from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
 from dpcore.bench.harness import parse_size  # noqa: E402
 
 
@@ -33,14 +32,6 @@ def calls(comm, coll, x, shard):
     algos = [a for a in comm.algorithms if a != "one_shot" or x.nbytes <= (256 << 10)]
     algos += ["direct"] if comm.direct else []
     return {a: (lambda a=a: run(a)) for a in algos + ["auto"]}
-
-
-def timed(world, fn, iters):
-    world.Barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return world.allreduce(time.perf_counter() - start, op=MPI.MAX) / iters
 
 
 def main():
@@ -64,13 +55,8 @@ def main():
             x = np.ones(nbytes // 4, np.float32)
             start, stop = dpcore.shard_range(x.size, comm.size, comm.rank)
             fns = calls(comm, args.collective, x, x[start:stop])
-            iters = max(3, int(0.05 / max(nbytes / 5e9, 2e-6)))
-            times = {a: [] for a in fns}
-            for _ in range(args.blocks):
-                for a, fn in fns.items():
-                    fn()  # the block's first call pays for switching algorithm
-                    times[a].append(timed(world, fn, iters))
-            med = {a: statistics.median(t) * 1e6 for a, t in times.items()}
+            med = alternating_medians(world, fns, block_iters(nbytes), args.blocks)
+            med = {a: t * 1e6 for a, t in med.items()}
             best = min((a for a in med if a != "auto"), key=med.get)
             if comm.rank == 0:
                 if header is None:

@@ -52,6 +52,43 @@ class Comm {
   Worker worker_;
 };
 
+// One Communicator.alloc allocation as one rank holds it: its own buffer, a segment it
+// creates, and its mappings of every peer's. Once every rank has mapped every segment, share()
+// enters them in a communicator's table, and destruction takes them out again before the
+// mappings go (cpu/shared_buffers.h).
+class SharedBuffer {
+ public:
+  SharedBuffer(int ranks, int rank, size_t bytes) : segments_(ranks), rank_(rank), bytes_(bytes) {}
+  ~SharedBuffer() {
+    if (table_) table_->remove(id_);
+  }
+  void create(const std::string& name) {
+    segments_[rank_] = std::make_unique<ShmSegment>(name, bytes_, true);
+  }
+  void open(int r, const std::string& name) {
+    segments_[r] = std::make_unique<ShmSegment>(name, bytes_, false);
+  }
+  void unlink() {
+    if (segments_[rank_]) segments_[rank_]->unlink();
+  }
+  char* data() const { return segments_[rank_]->data(); }
+  size_t size() const { return bytes_; }
+  void share(Comm& comm, uint32_t id, std::vector<uint64_t> bases) {
+    std::vector<char*> mapped;
+    for (auto& s : segments_) mapped.push_back(s->data());
+    table_ = comm.shm().sharedBuffers();
+    id_ = id;
+    table_->add(id, rank_, bytes_, std::move(mapped), std::move(bases));
+  }
+
+ private:
+  std::vector<std::unique_ptr<ShmSegment>> segments_;  // per rank
+  int rank_;
+  size_t bytes_;
+  std::shared_ptr<SharedBuffers> table_;
+  uint32_t id_ = 0;
+};
+
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
               const py::array& out, size_t count, size_t total) {
   Task t;
@@ -148,6 +185,20 @@ PYBIND11_MODULE(_C, m) {
             return std::vector<uint64_t>(calls, calls + ShmComm::kRunnableAlgos);
           }, py::call_guard<py::gil_scoped_release>());
 
+  py::class_<SharedBuffer>(m, "SharedBuffer", py::buffer_protocol())
+      .def(py::init<int, int, size_t>(), py::arg("ranks"), py::arg("rank"), py::arg("bytes"))
+      .def("create", &SharedBuffer::create, py::arg("name"))
+      .def("open", &SharedBuffer::open, py::arg("rank"), py::arg("name"))
+      .def("unlink", &SharedBuffer::unlink)
+      .def_property_readonly("address", [](SharedBuffer& b) {
+            return reinterpret_cast<uint64_t>(b.data());
+          })
+      .def("share", &SharedBuffer::share, py::arg("comm"), py::arg("id"), py::arg("bases"))
+      .def_buffer([](SharedBuffer& b) {
+            return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                                   {b.size()}, {1});
+          });
+
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {
         reduce2(static_cast<DType>(dtype), static_cast<ReduceOp>(op),
@@ -159,12 +210,14 @@ PYBIND11_MODULE(_C, m) {
   // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
   py::class_<Tuner>(m, "Tuner")
       .def(py::init<>())
-      .def("pick_direct", [](Tuner& t, int coll, size_t bytes) {
-            return t.pickDirect(static_cast<Coll>(coll), bytes);
-          })
-      .def("record", [](Tuner& t, int coll, size_t bytes, bool direct, double seconds) {
-            t.record(static_cast<Coll>(coll), bytes, direct, seconds);
-          });
+      .def("pick_direct", [](Tuner& t, int coll, size_t bytes, bool shared) {
+            return t.pickDirect(static_cast<Coll>(coll), bytes, shared);
+          }, py::arg("coll"), py::arg("bytes"), py::arg("shared") = false)
+      .def("record", [](Tuner& t, int coll, size_t bytes, bool direct, double seconds,
+                        bool shared) {
+            t.record(static_cast<Coll>(coll), bytes, shared, direct, seconds);
+          }, py::arg("coll"), py::arg("bytes"), py::arg("direct"), py::arg("seconds"),
+          py::arg("shared") = false);
 
   m.def("ring_trace", &ringTrace, py::arg("coll"), py::arg("count"), py::arg("rank"),
         py::arg("size"), py::arg("segment_count"), py::arg("root") = 0,

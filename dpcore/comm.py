@@ -5,9 +5,7 @@ the rank that made it and leaves the communicator usable; the peers never see th
 A backend runs the checked call: dpcore._C.ShmComm inside a node, or a transport from
 dpcore.transports.mpi; all take the same raw calls (run, submit, exchange_counts, drain).
 """
-import itertools
 import os
-import secrets
 
 import numpy as np
 
@@ -17,6 +15,7 @@ from .cost import auto as _auto
 from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, DTYPES, FLOATING, OPS,
                      REDUCE_SCATTER, dtype_code)
 from .sharding import shard_range
+from .shared_memory import fresh_name, map_everywhere
 from .work import Work
 
 ALGORITHMS = {"one_shot": 0, "ring": 1}
@@ -55,9 +54,6 @@ def default_one_shot_max(n, transport=None):
     outnumber the cores it may run on."""
     crowded = transport in (None, "shm") and n > len(os.sched_getaffinity(0))
     return _ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else _ONE_SHOT_MAX
-
-_segment_ids = itertools.count()
-
 
 class Communicator:
     """A group of ranks and the collectives among them (see ../shared/API.md)."""
@@ -109,6 +105,17 @@ class Communicator:
             return MpiTransport(self._mpi, self.timeout)
         node_shm = _connect_shm(self._node, self.timeout)
         return HierarchicalTransport(self._mpi, self._node, node_shm, self.timeout)
+
+    def alloc(self, shape, dtype=np.float32):
+        """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
+        ncclMemAlloc or PyTorch's symmetric memory. Collective: every rank of the communicator
+        calls it, in the same order, for the same shape and dtype. Collectives take it like any
+        array; algo "direct" (which auto may pick) then reads the peers' data out of it with one
+        plain copy instead of a kernel copy. Freed with the last reference to the array (or a
+        view of it). Across nodes, or with one rank, it is ordinary memory."""
+        from .shared_memory import alloc
+
+        return alloc(self, shape, dtype)
 
     # -- collectives ------------------------------------------------------------------------
 
@@ -274,33 +281,14 @@ class Communicator:
 
 def _connect_shm(node, timeout):
     """A shared-memory communicator over the ranks of `node` (an MPI communicator whose ranks
-    share memory). Local rank 0 creates the segment; its name and sizes travel over MPI; every
-    rank maps it; then it is unlinked, so it vanishes with the last rank however the job ends."""
+    share memory), in a segment of its own (shared_memory.map_everywhere)."""
     rank, size = node.Get_rank(), node.Get_size()
     config = None
     if rank == 0:
-        name = f"/dpcore-{os.getpid()}-{next(_segment_ids)}-{secrets.token_hex(4)}"
-        config = (name, _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES)
+        config = (fresh_name()[0], _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES)
     name, slots, slot_bytes, one_shot_bytes = node.bcast(config, root=0)
-
-    def attach(create):
-        try:
-            return _C.ShmComm(name, create, rank, size, slots, slot_bytes, one_shot_bytes,
-                              timeout), None
-        except Exception as e:  # reported on every rank instead of leaving peers waiting
-            return None, e
-
-    shm, error = attach(True) if rank == 0 else (None, None)
-    if not node.allreduce(error is None, op=_mpi_land()):
-        raise RuntimeError(f"dpcore: cannot create shared memory {name}: {error}")
-    if rank != 0:
-        shm, error = attach(False)
-    all_mapped = node.allreduce(error is None, op=_mpi_land())
-    if shm is not None:
-        shm.unlink()
-    if not all_mapped:
-        raise RuntimeError(f"dpcore: cannot map shared memory {name}: {error}")
-    return shm
+    return map_everywhere(node, name, lambda create: _C.ShmComm(
+        name, create, rank, size, slots, slot_bytes, one_shot_bytes, timeout))
 
 
 def _mpi_land():

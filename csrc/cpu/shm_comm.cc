@@ -212,9 +212,15 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   TraceSpan span(tracer_, collName_, seq_, -1, bytes);
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6));
-  const bool tuned = task.algo == Algo::kTuned;
-  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes) ? Algo::kDirect
-                                                                          : Algo::kRing;
+  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
+  const uint32_t inRegion = shared_->find(published, task.count * elem);
+  const uint32_t outRegion =
+      task.coll == Coll::kAllReduce ? shared_->find(task.out, task.count * elem) : 0;
+  // direct runs at another speed out of shared buffers: the tuner times those calls apart
+  const bool tuned = task.algo == Algo::kTuned, shared = inRegion != 0;
+  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes, shared)
+                  ? Algo::kDirect
+                  : Algo::kRing;
   CollHeader header{seq_,
                     static_cast<int32_t>(task.coll),
                     static_cast<int32_t>(task.dtype),
@@ -225,9 +231,10 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
                     static_cast<int32_t>(pick),
                     task.count,
                     task.total,
-                    reinterpret_cast<uint64_t>(task.coll == Coll::kBroadcast ? task.out
-                                                                             : task.in),
-                    reinterpret_cast<uint64_t>(task.out)};
+                    reinterpret_cast<uint64_t>(published),
+                    reinterpret_cast<uint64_t>(task.out),
+                    inRegion,
+                    outRegion};
   checkAbort();
   arrive(task, header);
   std::vector<CollHeader> headers = gatherHeaders(header);
@@ -250,7 +257,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   }
   if (tuned && rank_ == 0) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    tuner_.record(task.coll, bytes, algo == Algo::kDirect, took.count());
+    tuner_.record(task.coll, bytes, shared, algo == Algo::kDirect, took.count());
   }
   return headers;
 }
@@ -358,13 +365,14 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
     for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + headers[r].count * elem;
     for (int k = 1; k < n; ++k) {
       int peer = (rank_ + k) % n;
-      readFrom(peer, headers[peer].addr, out + offset[peer], offset[peer + 1] - offset[peer]);
+      readFrom(peer, headers[peer].addr, headers[peer].inRegion, out + offset[peer], offset[peer + 1] - offset[peer]);
     }
     if (task.in != out + offset[rank_] && task.count) {
       std::memcpy(out + offset[rank_], task.in, task.count * elem);
     }
   } else if (task.coll == Coll::kBroadcast) {
-    if (rank_ != task.root) readFrom(task.root, headers[task.root].addr, out, task.count * elem);
+    if (rank_ != task.root) readFrom(task.root, headers[task.root].addr, headers[task.root].inRegion, out,
+                                     task.count * elem);
   } else if (task.coll == Coll::kReduceScatter) {
     reduceOwnChunk(task, headers, out);
   } else if (task.coll == Coll::kAllReduce) {
@@ -375,8 +383,8 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
     for (int k = 1; k < n; ++k) {
       int peer = (rank_ + k) % n;
       Range c = shardRange(task.count, n, peer);
-      readFrom(peer, headers[peer].outAddr + c.start * elem, out + c.start * elem,
-               c.size() * elem);
+      readFrom(peer, headers[peer].outAddr + c.start * elem, headers[peer].outRegion,
+               out + c.start * elem, c.size() * elem);
     }
   }
   layout_.rank(base_, rank_)->done.value.store(seq_, std::memory_order_release);
@@ -417,18 +425,21 @@ void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& he
     const size_t len = std::min(pieceCount, chunk.size() - off);
     const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
     char* acc = directAcc_.data();
-    readFrom((rank_ + 1) % n, headers[(rank_ + 1) % n].addr + at, acc, len * elem);
+    const CollHeader& first = headers[(rank_ + 1) % n];
+    readFrom((rank_ + 1) % n, first.addr + at, first.inRegion, acc, len * elem);
     for (int k = 2; k < n; ++k) {
       int peer = (rank_ + k) % n;
-      readFrom(peer, headers[peer].addr + at, directPeer_.data(), len * elem);
+      readFrom(peer, headers[peer].addr + at, headers[peer].inRegion, directPeer_.data(),
+               len * elem);
       reduce2(task.dtype, task.op, acc, directPeer_.data(), acc, len, 0);
     }
     reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len, divisor);
   }
 }
 
-// Reads in pieces, so that a peer's failure (the abort flag) stops a long read early.
-void ShmComm::readFrom(int peer, uint64_t remote, void* local, size_t bytes) {
+// Reads in pieces, so that a peer's failure (the abort flag) stops a long read early: through
+// this rank's mapping where the peer's data is in a shared buffer, else by a kernel copy.
+void ShmComm::readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes) {
   constexpr size_t kPiece = 4 << 20;
   auto pid = static_cast<pid_t>(
       layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
@@ -436,6 +447,7 @@ void ShmComm::readFrom(int peer, uint64_t remote, void* local, size_t bytes) {
   for (size_t done = 0; done < bytes; done += kPiece) {
     checkAbort();
     size_t len = std::min(kPiece, bytes - done);
+    if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len)) continue;
     int err = readPeer(pid, remote + done, dst + done, len);
     if (err == ESRCH) {
       fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");

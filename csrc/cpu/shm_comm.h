@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/shared_buffers.h"
 #include "cpu/shm_layout.h"
 #include "cpu/shm_segment.h"
 #include "cpu/trace.h"
@@ -59,6 +60,8 @@ class ShmComm {
   static constexpr int kRunnableAlgos = static_cast<int>(Algo::kTuned);
   const uint64_t* algoCalls() const { return algoCalls_; }
   void setTimeout(double seconds) { timeout_ = seconds; }
+  // Communicator.alloc's buffers, which direct reads through; each buffer holds a reference
+  const std::shared_ptr<SharedBuffers>& sharedBuffers() { return shared_; }
 
   // Waiting, shared with the primitives. blame() names the ranks a timeout blames ("rank 1").
   template <class Ready, class Blame>
@@ -96,7 +99,8 @@ class ShmComm {
   void runOneShot(const Task& task, const std::vector<CollHeader>& headers);
   void runRing(const Task& task, const std::vector<CollHeader>& headers);
   void runDirect(const Task& task, const std::vector<CollHeader>& headers);
-  void readFrom(int peer, uint64_t remote, void* local, size_t bytes);
+  // region: the shared buffer the peer said holds `remote` (0: none, a kernel copy)
+  void readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes);
   void reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers, char* dst);
   void waitForAll(Counter RankControl::*counter, const char* what);
   std::vector<char> directAcc_, directPeer_;  // cache-sized pieces for the direct reduction
@@ -112,6 +116,7 @@ class ShmComm {
   uint64_t seq_ = 0;
   uint64_t algoCalls_[kRunnableAlgos] = {};
   Tuner tuner_;  // rank 0's; the others follow its pick
+  std::shared_ptr<SharedBuffers> shared_ = std::make_shared<SharedBuffers>();
   const char* collName_ = "";  // of the collective in flight, for messages
   std::chrono::steady_clock::time_point deadline_;
   std::chrono::steady_clock::time_point lastPeerCheck_;

@@ -37,9 +37,10 @@ class Tuner {
   static constexpr int kWindow = 4;  // an arm's estimate: the fastest of its last 4 calls
   static constexpr uint32_t kMinPeriod = 128, kMaxPeriod = 2048;  // calls between explorations
 
-  // true: run direct, false: run the ring.
-  bool pickDirect(Coll coll, size_t bytes) {
-    Class& c = classes_[key(coll, bytes)];
+  // true: run direct, false: run the ring. shared: the buffers are shared (Communicator.alloc),
+  // where direct runs at another speed.
+  bool pickDirect(Coll coll, size_t bytes, bool shared) {
+    Class& c = classes_[key(coll, bytes, shared)];
     if (c.runLeft == 0) {
       int best = c.arms[1].estimate() < c.arms[0].estimate() ? 1 : 0;
       if (c.arms[0].samples == 0 || c.arms[1].samples == 0) {
@@ -65,8 +66,8 @@ class Tuner {
     return c.arm == 1;
   }
 
-  void record(Coll coll, size_t bytes, bool direct, double seconds) {
-    Class& c = classes_[key(coll, bytes)];
+  void record(Coll coll, size_t bytes, bool shared, bool direct, double seconds) {
+    Class& c = classes_[key(coll, bytes, shared)];
     int arm = direct ? 1 : 0;
     if (arm != c.lastArm) {  // the switch's own call
       c.lastArm = arm;
@@ -99,11 +100,11 @@ class Tuner {
     c.arm = arm;
     c.runLeft = kWindow + 1;  // the switch's call, then a window
   }
-  // A size class per power of two of the collective's bytes, per collective.
-  static int key(Coll coll, size_t bytes) {
+  // A size class per power of two of the collective's bytes, per collective and kind of buffer.
+  static int key(Coll coll, size_t bytes, bool shared) {
     int log2 = 0;
     while ((bytes >> log2) > 1) ++log2;
-    return static_cast<int>(coll) * 64 + log2;
+    return (static_cast<int>(coll) * 64 + log2) * 2 + (shared ? 1 : 0);
   }
   std::unordered_map<int, Class> classes_;
 };

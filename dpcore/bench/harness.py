@@ -23,7 +23,6 @@ import re
 import socket
 import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from .. import comm as comm_module
 from ..comm import Communicator
 from ..dtypes import DTYPES, parse_dtype
 from ..sharding import shard_range
+from .blocks import timed
 from .collectives import COLLECTIVES, Case, dtype_name, mpi_supported
 
 # A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
@@ -104,8 +104,13 @@ def parser(collective=None):
     algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
     p.add_argument("-a", "--algo", default="auto", choices=algos,
                    help=f"{', '.join(algos)} (default auto)")
+    p.add_argument("-R", "--register", type=int, choices=[0, 1], default=0,
+                   help="1: dpcore's buffers come from comm.alloc, which every rank maps, as "
+                        "nccl-tests' -R registers them (MPI keeps ordinary buffers, on which "
+                        "it is faster); default 0")
     p.add_argument("--compare", choices=["mpi"], default=None,
-                   help="also time MPI's own collective on the same buffers, alternating")
+                   help="also time MPI's own collective on the same buffers (-R 1: ordinary "
+                        "ones), alternating")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each timed block this many times (alternating) and report medians")
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
@@ -157,21 +162,13 @@ class Bench:
 
     # -- measuring ----------------------------------------------------------------------------
 
-    def _timed(self, call, iters):
-        """Seconds per call of the slowest rank, over iters back-to-back calls."""
-        self.mpi.Barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            call()
-        elapsed = time.perf_counter() - start
-        return self.mpi.allreduce(elapsed, op=self.max_op) / max(iters, 1)
-
-    def _buffers(self, case, in_place):
+    def _buffers(self, case, in_place, empty=np.empty):
         """(send, recv) as nccl-tests lays them out: in place, the smaller is the rank's shard
-        of the larger (reduce_scatter: out = x[start:stop]; all_gather: s = out[start:stop])."""
+        of the larger (reduce_scatter: out = x[start:stop]; all_gather: s = out[start:stop]).
+        empty(count, dtype) makes each buffer."""
         if not (in_place or self.coll.in_place_only):
-            return np.empty(case.send_count, case.dtype), np.empty(case.recv_count, case.dtype)
-        big = np.empty(max(case.send_count, case.recv_count), case.dtype)
+            return empty(case.send_count, case.dtype), empty(case.recv_count, case.dtype)
+        big = empty(max(case.send_count, case.recv_count), case.dtype)
         if case.send_count == case.recv_count:
             return big, big
         small = min(case.send_count, case.recv_count)
@@ -179,6 +176,11 @@ class Bench:
         assert stop - start == small
         view = big[start:stop]
         return (big, view) if case.send_count > case.recv_count else (view, big)
+
+    def _shared_empty(self, count, dtype):
+        """-R 1's buffers: comm.alloc is collective and wants the same size on every rank, so
+        each rank takes the longest rank's count (shards differ by one) and uses its own."""
+        return self.comm.alloc(self.mpi.allreduce(count, op=self.max_op), dtype)[:count]
 
     def _fill(self, case, send, recv, expected):
         """Poison the output (every element wrong), then write the input (which may overlap)."""
@@ -196,12 +198,17 @@ class Bench:
     def measure(self, case, in_place):
         """{time, mpi_time, wrong} for one placement of one row; times in seconds."""
         args, coll = self.args, self.coll
-        send, recv = self._buffers(case, in_place)
+        send, recv = self._buffers(case, in_place, self._shared_empty if args.register else
+                                   np.empty)
         expected = coll.expected(case) if args.check > 0 else None
         self._fill(case, send, recv, expected)
         ours = lambda: coll.run(self.comm, send, recv, case)  # noqa: E731
         compare = args.compare == "mpi" and mpi_supported(coll, case)
-        theirs = lambda: coll.run_mpi(self.mpi, send, recv, case, in_place)  # noqa: E731
+        mpi_send, mpi_recv = send, recv
+        if compare and args.register:
+            mpi_send, mpi_recv = self._buffers(case, in_place)
+            self._fill(case, mpi_send, mpi_recv, None)
+        theirs = lambda: coll.run_mpi(self.mpi, mpi_send, mpi_recv, case, in_place)  # noqa: E731
         iters = _iters(args, max(case.send_count, case.recv_count) * case.dtype.itemsize)
         ours()
         if compare:
@@ -209,9 +216,9 @@ class Bench:
         times, mpi_times = [], []
         before = self.comm.algorithm_calls()
         for _ in range(max(args.repeat, 1)):  # alternate: ours, MPI, ours, MPI, ...
-            times.append(self._timed(ours, iters))
+            times.append(timed(self.mpi, ours, iters))
             if compare:
-                mpi_times.append(self._timed(theirs, iters))
+                mpi_times.append(timed(self.mpi, theirs, iters))
         ran = {a: k - before.get(a, 0) for a, k in self.comm.algorithm_calls().items()}
         wrong = None
         for _ in range(args.check):
@@ -283,7 +290,8 @@ class Bench:
         self.say(f"# dpcore.bench {self.coll.name}  nranks {self.n}  minBytes {a.minbytes} "
                  f"maxBytes {a.maxbytes} step: {step} warmup iters: {a.warmup_iters} "
                  f"iters: {iters} validation: {a.check} algo: {a.algo} "
-                 f"compare: {a.compare or 'none'} repeat: {a.repeat}")
+                 f"compare: {a.compare or 'none'} repeat: {a.repeat} "
+                 f"register: {a.register}")
         self.say("#")
         self.say("# Using devices")
         c = self.comm

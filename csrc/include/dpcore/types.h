@@ -74,6 +74,8 @@ struct CollHeader {
   uint64_t total;
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
   uint64_t outAddr;  // address in its own process, and its output; peers read both
+  uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
+  uint32_t outRegion;  // and outAddr's (all_reduce)
 };
 
 }  // namespace dpcore

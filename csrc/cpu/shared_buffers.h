@@ -1,0 +1,69 @@
+// Buffers that every rank of a node maps (Communicator.alloc, as NCCL's ncclMemAlloc and
+// PyTorch's symmetric memory): one allocation gives every rank a buffer of its own, each a
+// shared-memory segment that every peer maps too. The direct algorithm reads a peer's data out
+// of its buffer with a plain memcpy through this rank's mapping of it, where other memory needs
+// a kernel copy (process_vm_readv), which pins the peer's pages one by one before it copies.
+//
+// A rank publishes, per call, which region holds its buffers (find), so a peer never translates
+// an address by a mapping its owner has since freed; a peer that has freed its own mapping of
+// that region falls back to the kernel copy (copyFrom returns false).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace dpcore {
+
+class SharedBuffers {
+ public:
+  // Region `id` (the same on every rank) of `bytes` per rank: rank r's buffer is at bases[r]
+  // in rank r's process and at mapped[r] in this one (mapped[rank]: this rank's own buffer).
+  void add(uint32_t id, int rank, size_t bytes, std::vector<char*> mapped,
+           std::vector<uint64_t> bases) {
+    std::lock_guard<std::mutex> lock(mu_);
+    char* local = mapped[rank];
+    regions_[id] = Region{local, bytes, std::move(mapped), std::move(bases)};
+  }
+  // Before the mapping goes: waits for a copy out of it in flight.
+  void remove(uint32_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    regions_.erase(id);
+  }
+  // The region that holds [p, p + bytes) in this process; 0 if none does.
+  uint32_t find(const void* p, size_t bytes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto a = reinterpret_cast<uintptr_t>(p);
+    for (const auto& [id, r] : regions_) {
+      auto base = reinterpret_cast<uintptr_t>(r.local);
+      if (a >= base && a + bytes <= base + r.bytes) return id;
+    }
+    return 0;
+  }
+  // Copies `bytes` from address `remote` of rank `peer`, which that rank says lies in region
+  // `id`, through this rank's mapping of it. false: this rank does not map it (any more).
+  bool copyFrom(int peer, uint32_t id, uint64_t remote, void* dst, size_t bytes) const {
+    std::lock_guard<std::mutex> lock(mu_);  // the region may not be unmapped mid-copy
+    auto it = regions_.find(id);
+    if (it == regions_.end()) return false;
+    const Region& r = it->second;
+    const uint64_t base = r.bases[peer];
+    if (remote < base || remote + bytes > base + r.bytes) return false;
+    std::memcpy(dst, r.mapped[peer] + (remote - base), bytes);
+    return true;
+  }
+
+ private:
+  struct Region {
+    char* local;  // this rank's own buffer
+    size_t bytes;
+    std::vector<char*> mapped;    // per rank: its buffer, as this rank maps it
+    std::vector<uint64_t> bases;  // per rank: its buffer, in its own process
+  };
+  mutable std::mutex mu_;
+  std::map<uint32_t, Region> regions_;
+};
+
+}  // namespace dpcore

@@ -1,0 +1,83 @@
+"""Shared-memory segments that the ranks of a node map: the communicator's own (FIFOs, flags)
+and those behind Communicator.alloc.
+
+A segment's creator names it, the name travels over MPI, the peers map it, and then the creator
+unlinks it at once: from then on the kernel frees it when the last mapping goes, however the job
+ends, so no name outlives the job. Each step ends in an agreement over MPI, so a failure on one
+rank is raised on every rank instead of leaving the peers waiting for it.
+"""
+import itertools
+import os
+import secrets
+
+import numpy as np
+
+from . import _C
+
+_ids = itertools.count(1)  # of the segments this process created
+
+
+def fresh_name():
+    """(a name no other segment has, a number for it unique in this process)."""
+    k = next(_ids)
+    return f"/dpcore-{os.getpid()}-{k}-{secrets.token_hex(4)}", k
+
+
+def _on_every_rank(node, step, what):
+    """Run step() here; raise on every rank of `node` if it failed on any."""
+    from mpi4py import MPI
+
+    try:
+        result, error = step(), None
+    except Exception as e:
+        result, error = None, e
+    if not node.allreduce(error is None, op=MPI.LAND):
+        failed = [f"rank {r}: {e}" for r, e in enumerate(node.allgather(error and str(error)))
+                  if e]
+        raise RuntimeError(f"dpcore: cannot {what}: " + "; ".join(failed))
+    return result
+
+
+def map_everywhere(node, name, attach):
+    """attach(create) on every rank of `node` for one segment that rank 0 creates: the
+    communicator's own."""
+    made = _on_every_rank(node, lambda: attach(True) if node.Get_rank() == 0 else None,
+                          f"create shared memory {name}")
+    try:
+        if node.Get_rank() != 0:
+            made = _on_every_rank(node, lambda: attach(False), f"map shared memory {name}")
+        else:
+            _on_every_rank(node, lambda: None, f"map shared memory {name}")
+    finally:
+        if made is not None:
+            made.unlink()
+    return made
+
+
+def alloc(comm, shape, dtype):
+    """Communicator.alloc: a zero-filled array per rank, in a segment of its own that every
+    peer of the node maps too (_C.SharedBuffer)."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    node = comm._node
+    asked = node.allgather((nbytes, dtype.str))
+    if len(set(asked)) != 1:
+        raise ValueError(f"dpcore alloc: every rank must ask for the same buffer; ranks asked "
+                         f"for {sorted(set(asked))} (bytes, dtype)")
+    if comm.transport != "shm" or comm.local_size == 1 or nbytes == 0:
+        return np.zeros(shape, dtype)  # nothing to share: ordinary memory serves as well
+    mine, k = fresh_name()
+    names = node.allgather(mine)
+    region = node.bcast(k, root=0)  # rank 0's number: unique in every rank's table
+    rank = comm.local_rank
+    buffer = _C.SharedBuffer(comm.local_size, rank, nbytes)
+    try:
+        _on_every_rank(node, lambda: buffer.create(mine), "create shared memory for alloc")
+        _on_every_rank(node, lambda: [buffer.open(r, name) for r, name in enumerate(names)
+                                      if r != rank], "map the peers' alloc buffers")
+    finally:
+        buffer.unlink()
+    buffer.share(comm._backend, region, node.allgather(buffer.address))
+    # the array keeps the buffer (and with it every mapping) alive through its base
+    return np.frombuffer(buffer, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
