@@ -365,14 +365,15 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
     for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + headers[r].count * elem;
     for (int k = 1; k < n; ++k) {
       int peer = (rank_ + k) % n;
-      readFrom(peer, headers[peer].addr, headers[peer].inRegion, out + offset[peer], offset[peer + 1] - offset[peer]);
+      readFrom(peer, headers[peer].addr, headers[peer].inRegion, out + offset[peer],
+               offset[peer + 1] - offset[peer]);
     }
     if (task.in != out + offset[rank_] && task.count) {
       std::memcpy(out + offset[rank_], task.in, task.count * elem);
     }
   } else if (task.coll == Coll::kBroadcast) {
-    if (rank_ != task.root) readFrom(task.root, headers[task.root].addr, headers[task.root].inRegion, out,
-                                     task.count * elem);
+    const CollHeader& root = headers[task.root];
+    if (rank_ != task.root) readFrom(task.root, root.addr, root.inRegion, out, task.count * elem);
   } else if (task.coll == Coll::kReduceScatter) {
     reduceOwnChunk(task, headers, out);
   } else if (task.coll == Coll::kAllReduce) {
