@@ -41,17 +41,15 @@ def _on_every_rank(node, step, what):
 def map_everywhere(node, name, attach):
     """attach(create) on every rank of `node` for one segment that rank 0 creates: the
     communicator's own."""
-    made = _on_every_rank(node, lambda: attach(True) if node.Get_rank() == 0 else None,
+    first = node.Get_rank() == 0
+    made = _on_every_rank(node, lambda: attach(True) if first else None,
                           f"create shared memory {name}")
     try:
-        if node.Get_rank() != 0:
-            made = _on_every_rank(node, lambda: attach(False), f"map shared memory {name}")
-        else:
-            _on_every_rank(node, lambda: None, f"map shared memory {name}")
+        return _on_every_rank(node, lambda: made if first else attach(False),
+                              f"map shared memory {name}")
     finally:
-        if made is not None:
+        if made is not None:  # the creator's: once every rank has mapped it, or failed to
             made.unlink()
-    return made
 
 
 def alloc(comm, shape, dtype):
