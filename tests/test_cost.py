@@ -12,6 +12,7 @@ import pytest
 from dpcore.cost import (ALGORITHMS, COLLECTIVES, Cost, Params, best_algorithm, cost, crossover,
                          fit, fit_line, predict, zero_memory)
 from dpcore.cost.fit import Sample, fit_per_algorithm
+from dpcore.cost.params import params_for
 from dpcore.cost.memory import min_ranks
 from dpcore.cost.scaling import predict_scaling as scaling
 from test_direct import ptrace_allows_siblings
@@ -194,6 +195,30 @@ def test_fit_finds_the_cache_where_there_is_one():
     assert flat.cache_bytes is None and flat.beta_mem is None
 
 
+def test_each_collective_alone_predicts_itself():
+    # all_gather moves clean data at one speed, all_reduce data the peer just wrote, which is
+    # slower in the cache and faster past it: no one set of numbers fits both, so "ring" is a
+    # compromise and "ring/all_reduce" (fitted alone, its cache included) predicts all_reduce
+    gather = Params(3e-6, 1.0e-10, overhead=2e-5)
+    reduce = Params(3e-6, 3.0e-10, overhead=2e-5, cache_bytes=16 << 20, beta_mem=1.5e-10)
+    sizes = [4 ** k for k in range(5, 15)]  # 1 KiB .. 256 MiB
+    samples = [Sample(coll, "ring", 2, nbytes, predict(coll, "ring", nbytes, 2, truth))
+               for coll, truth in (("all_gather", gather), ("all_reduce", reduce))
+               for nbytes in sizes]
+    got = fit_per_algorithm(samples)
+    assert {"ring", "ring/all_reduce", "ring/all_gather"} == set(got)
+    alone = got["ring/all_reduce"]
+    assert params_for(got, "ring", "all_reduce") is alone
+    assert params_for(got, "ring") is got["ring"]
+    assert math.isclose(alone.cache_bytes, 16 << 20) and math.isclose(alone.beta_mem, 1.5e-10)
+    for nbytes in sizes:
+        want = predict("all_reduce", "ring", nbytes, 2, reduce)
+        assert math.isclose(predict("all_reduce", "ring", nbytes, 2, got), want, rel_tol=1e-6)
+    worst = max(abs(predict("all_reduce", "ring", s, 2, got["ring"]) /
+                    predict("all_reduce", "ring", s, 2, reduce) - 1) for s in sizes)
+    assert worst > 0.15  # the joint fit is 23 % off somewhere
+
+
 def test_fit_with_noise_and_with_only_all_reduce():
     truth = Params(3e-6, 1.5e-10, 6e-11)
     got = fit(synthetic({"ring": truth}, 4, noise=0.03))
@@ -243,6 +268,8 @@ def test_cli_fit_under_mpiexec(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out_file.read_text())
     fitted = {"one_shot", "ring"} | ({"direct"} if ptrace_allows_siblings() else set())
+    # each algorithm on both collectives, and on each alone
+    fitted |= {f"{a}/{c}" for a in fitted for c in ("all_reduce", "all_gather")}
     assert doc["ranks"] == 2 and set(doc["algorithms"]) == fitted
     for p in doc["algorithms"].values():
         assert p["alpha"] >= 0 and p["beta"] > 0 and p["gamma"] >= 0

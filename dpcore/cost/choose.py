@@ -12,9 +12,9 @@ from .units import fmt_bytes, fmt_time
 
 def predict(coll, algo, nbytes, n, params, local_size=None, segment=SEGMENT_BYTES):
     """Predicted seconds for one collective of nbytes (S, see formulas.py) on n ranks.
-    params: one Params, or {algo: Params} as `fit` saves them."""
+    params: one Params, or {algo: Params} as `fit` saves them (params_for)."""
     c = cost(coll, algo, nbytes, n, local_size=local_size, segment=segment)
-    return params_for(params, algo).time(c, nbytes)
+    return params_for(params, algo, coll).time(c, nbytes)
 
 
 def crossover(coll, algo_a, algo_b, n, params, lo=1, hi=1 << 40, **kw):
@@ -74,7 +74,7 @@ def best_algorithm(coll, nbytes, n, params, choices=None, limits=None, **kw):
 
 
 def _latency_share(coll, algo, nbytes, n, params, kw):
-    p = params_for(params, algo)
+    p = params_for(params, algo, coll)
     c = cost(coll, algo, nbytes, n, **kw)
     total = p.time(c, nbytes)
     return p.latency(c) / total if total else 1.0

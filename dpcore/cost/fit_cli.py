@@ -36,11 +36,15 @@ def run_fit(path, quick=False):
         print("\nfitted (relative least squares; time = overhead + alpha*steps + beta*bytes + "
               "gamma*reduced bytes,\n  beta_mem instead of beta for the share S/(S+C) of a "
               "buffer of S bytes that misses a cache of C):")
-        for algo, p in per_algo.items():
+        for key, p in per_algo.items():
             cache = "" if p.cache_bytes is None else \
                 f"  beta_mem {p.beta_mem * 1e9:.4f} ns/B  C {fmt_bytes(p.cache_bytes, True)}"
-            print(f"  {algo:<9} overhead {fmt_time(p.overhead):>8}  alpha {fmt_time(p.alpha):>8}"
-                  f"  beta {p.beta * 1e9:.4f} ns/B  gamma {p.gamma * 1e9:.4f} ns/B{cache}")
+            print(f"  {key:<21} overhead {fmt_time(p.overhead):>8}  alpha "
+                  f"{fmt_time(p.alpha):>8}  beta {p.beta * 1e9:.4f} ns/B  gamma "
+                  f"{p.gamma * 1e9:.4f} ns/B{cache}")
+        print("  (an algorithm alone: fitted on both collectives, which tells gamma from beta; "
+              "algorithm/collective:\n  fitted on that collective alone, which predicts it, "
+              "as in the table above and the bench's pred_us)")
         print(f"  (the ring's alpha and overhead are told apart only by all_gather's "
               f"{comm.size - 1} step{'s' * (comm.size > 2)} against all_reduce's "
               f"{2 * comm.size - 2}: fit at the rank count you predict for)")

@@ -138,13 +138,16 @@ def load(path=None):
     return {a: Params(**p) for a, p in doc["algorithms"].items()}
 
 
-def params_for(params, algo):
-    """params may be one Params for every algorithm or {algo: Params} as fitted; an algorithm
-    that was not fitted borrows the ring's numbers (the most general measurement)."""
+def params_for(params, algo, coll=None):
+    """params may be one Params for every algorithm or {algo: Params} as fitted, with
+    {"algo/coll": Params} for each collective fitted alone (fit.fit_per_algorithm), which
+    predicts that collective best; an algorithm that was not fitted borrows the ring's numbers
+    (the most general measurement)."""
     if isinstance(params, Params):
         return params
-    if algo in params:
-        return params[algo]
+    for key in ([f"{algo}/{coll}"] if coll else []) + [algo]:
+        if key in params:
+            return params[key]
     return params.get("ring") or next(iter(params.values()))
 
 
