@@ -5,6 +5,7 @@
     python benchmarks/mpi_table.py all_gather --ranks 4 --runs 5 -e 64M
     python benchmarks/mpi_table.py all_reduce --model cost.json   # adds pred_us and model_err%
     python benchmarks/mpi_table.py all_gather -R 1     # dpcore on comm.alloc buffers
+    python benchmarks/mpi_table.py broadcast --one-buffer    # buffers allocated once, in huge pages
 
 Each run is one mpiexec job (`--repeat 3`: ours and MPI's blocks alternate three times inside
 it); a table row is the median over runs of each column, in place, with the algorithm auto ran
@@ -26,7 +27,7 @@ def run_once(args, path):
            args.collective, "-b", args.minbytes, "-e", args.maxbytes, "-f", "4",
            "--compare", "mpi", "--repeat", "3", "--json", path]
     cmd += ["--model", args.model] if args.model else []
-    cmd += ["-R", str(args.register)]
+    cmd += ["-R", str(args.register)] + (["--one-buffer"] if args.one_buffer else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(path) as f:
         return json.load(f)["rows"]
@@ -51,6 +52,8 @@ def main():
     p.add_argument("--model", default=None, help="fitted cost model (pred_us, model_err%%)")
     p.add_argument("-R", "--register", type=int, choices=[0, 1], default=0,
                    help="1: dpcore's buffers from comm.alloc (the bench's -R)")
+    p.add_argument("--one-buffer", action="store_true",
+                   help="the bench's --one-buffer: one allocation at -e's size, as nccl-tests")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         runs = [run_once(args, os.path.join(tmp, f"run{i}.json")) for i in range(args.runs)]
@@ -61,7 +64,7 @@ def main():
         columns += [("pred_us", "pred_us", ".2f"), ("model_err%", "err%", "+.0f")]
     print(f"{args.collective}, {args.ranks} ranks: in place, medians of {args.runs} runs "
           f"(each --repeat 3)" + (", dpcore on comm.alloc buffers (-R 1)" if args.register
-                                  else ""))
+                                  else "") + (", --one-buffer" if args.one_buffer else ""))
     print(f"{'size':>10} {'algo':>8} " + " ".join(f"{name:>9}" for _, name, _ in columns))
     for rows in zip(*runs):
         algo = Counter(r["algo_used"] for r in rows).most_common(1)[0][0]

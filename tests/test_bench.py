@@ -109,6 +109,15 @@ def test_three_ranks_uneven(tmp_path):
 
 
 @needs_mpiexec
+@pytest.mark.parametrize("placement", [["--one-buffer"], ["-R", "1"]])
+def test_buffer_placements_check_clean(tmp_path, placement):
+    # one buffer at -e's size for every row (nccl-tests' layout), or comm.alloc's buffers:
+    # every row still checks out exactly, uneven shards included, beside MPI
+    stdout, doc = bench(tmp_path, 3, "all_gather", *SMALL, "--compare", "mpi", *placement)
+    check_rows(doc, stdout, "all_gather", 3)
+
+
+@needs_mpiexec
 def test_perf_script(tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "all_gather_perf.py")
     stdout, doc = bench(tmp_path, 2, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w", "0",

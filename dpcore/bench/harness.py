@@ -108,6 +108,10 @@ def parser(collective=None):
                    help="1: dpcore's buffers come from comm.alloc, which every rank maps, as "
                         "nccl-tests' -R registers them (MPI keeps ordinary buffers, on which "
                         "it is faster); default 0")
+    p.add_argument("--one-buffer", action="store_true",
+                   help="allocate the buffers once, at -e's size, and time every size on their "
+                        "front, as nccl-tests does (default: fresh buffers per size). Large "
+                        "allocations get huge pages, which speed up MPI's kernel copies")
     p.add_argument("--compare", choices=["mpi"], default=None,
                    help="also time MPI's own collective on the same buffers (-R 1: ordinary "
                         "ones), alternating")
@@ -177,6 +181,20 @@ class Bench:
         view = big[start:stop]
         return (big, view) if case.send_count > case.recv_count else (view, big)
 
+    def _front_of_pool(self, count, dtype):
+        """--one-buffer: the front of one of two buffers allocated once at -e's size (with room
+        for the elements a count rounds up to), as nccl-tests' send and receive buffers."""
+        if not hasattr(self, "_pool"):
+            nbytes, huge = self.args.maxbytes + 4096, 2 << 20
+            self._pool = []
+            for _ in range(2):  # from a 2 MiB boundary, so that the front can sit in one
+                raw = np.ones(nbytes + huge, np.uint8)  # huge page (NumPy asks for them)
+                start = -raw.ctypes.data % huge
+                self._pool.append(raw[start:start + nbytes])
+        buf = self._pool[self._pool_used]
+        self._pool_used += 1
+        return buf[:count * dtype.itemsize].view(dtype)
+
     def _shared_empty(self, count, dtype):
         """-R 1's buffers: comm.alloc is collective and wants the same size on every rank, so
         each rank takes the longest rank's count (shards differ by one) and uses its own."""
@@ -198,8 +216,10 @@ class Bench:
     def measure(self, case, in_place):
         """{time, mpi_time, wrong} for one placement of one row; times in seconds."""
         args, coll = self.args, self.coll
-        send, recv = self._buffers(case, in_place, self._shared_empty if args.register else
-                                   np.empty)
+        empty = (self._shared_empty if args.register else
+                 self._front_of_pool if args.one_buffer else np.empty)
+        self._pool_used = 0
+        send, recv = self._buffers(case, in_place, empty)
         expected = coll.expected(case) if args.check > 0 else None
         self._fill(case, send, recv, expected)
         ours = lambda: coll.run(self.comm, send, recv, case)  # noqa: E731
@@ -291,7 +311,7 @@ class Bench:
                  f"maxBytes {a.maxbytes} step: {step} warmup iters: {a.warmup_iters} "
                  f"iters: {iters} validation: {a.check} algo: {a.algo} "
                  f"compare: {a.compare or 'none'} repeat: {a.repeat} "
-                 f"register: {a.register}")
+                 f"register: {a.register} one-buffer: {int(a.one_buffer)}")
         self.say("#")
         self.say("# Using devices")
         c = self.comm
@@ -475,6 +495,8 @@ def main(argv=None, collective=None):
     iters = 1 if args.iters is None else args.iters
     if min(args.stepfactor, args.repeat, iters) < 1 or min(args.warmup_iters, args.check) < 0:
         p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
+    if args.one_buffer and args.register:
+        p.error("--one-buffer and -R 1 choose dpcore's buffers two ways: pick one")
     if args.plot:
         from .plot import check_matplotlib
 
