@@ -156,6 +156,7 @@ class Bench:
         self.n, self.rank = self.mpi.Get_size(), self.mpi.Get_rank()
         self.rows = []
         self.model, self.model_info, self.model_path = None, None, None  # {algo: Params}
+        self._pool, self._pool_used = None, 0  # --one-buffer's two buffers; how many a row took
 
     def use_model(self, params, info, path):
         self.model, self.model_info, self.model_path = params, info, path
@@ -184,7 +185,7 @@ class Bench:
     def _front_of_pool(self, count, dtype):
         """--one-buffer: the front of one of two buffers allocated once at -e's size (with room
         for the elements a count rounds up to), as nccl-tests' send and receive buffers."""
-        if not hasattr(self, "_pool"):
+        if self._pool is None:
             nbytes, huge = self.args.maxbytes + 4096, 2 << 20
             self._pool = []
             for _ in range(2):  # from a 2 MiB boundary, so that the front can sit in one

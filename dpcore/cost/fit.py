@@ -56,11 +56,11 @@ def fit(samples, local_size=None):
     x, res = _fit_columns(costs, sizes, t, None)
     best = Params(alpha=x[0], beta=x[1], gamma=x[2], overhead=x[3])
     flat_res = res
-    for c in _CACHE_CANDIDATES:
+    # where one beta explains every size exactly there is no bend to find
+    candidates = _CACHE_CANDIDATES if flat_res > _EXACT * len(t) else []
+    for c in candidates:
         if sum(size > c for size in sizes) < 2:  # a bend needs two sizes past it
             continue
-        if flat_res <= _EXACT * len(t):  # one beta explains every size: no bend to find
-            break
         x, r = _fit_columns(costs, sizes, t, c)
         if r < res and r < _CACHE_GAIN * flat_res and x[4] > 0:
             best, res = Params(alpha=x[0], beta=x[1], gamma=x[2], overhead=x[3],
