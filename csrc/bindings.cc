@@ -210,14 +210,16 @@ PYBIND11_MODULE(_C, m) {
   // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
   py::class_<Tuner>(m, "Tuner")
       .def(py::init<>())
-      .def("pick_direct", [](Tuner& t, int coll, size_t bytes, bool shared) {
-            return t.pickDirect(static_cast<Coll>(coll), bytes, shared);
-          }, py::arg("coll"), py::arg("bytes"), py::arg("shared") = false)
+      .def("pick_direct", [](Tuner& t, int coll, size_t bytes, bool shared, bool inPlace) {
+            return t.pickDirect(static_cast<Coll>(coll), bytes, BufferKind{shared, inPlace});
+          }, py::arg("coll"), py::arg("bytes"), py::arg("shared") = false,
+          py::arg("in_place") = true)
       .def("record", [](Tuner& t, int coll, size_t bytes, bool direct, double seconds,
-                        bool shared) {
-            t.record(static_cast<Coll>(coll), bytes, shared, direct, seconds);
+                        bool shared, bool inPlace) {
+            t.record(static_cast<Coll>(coll), bytes, BufferKind{shared, inPlace}, direct,
+                     seconds);
           }, py::arg("coll"), py::arg("bytes"), py::arg("direct"), py::arg("seconds"),
-          py::arg("shared") = false);
+          py::arg("shared") = false, py::arg("in_place") = true);
 
   m.def("ring_trace", &ringTrace, py::arg("coll"), py::arg("count"), py::arg("rank"),
         py::arg("size"), py::arg("segment_count"), py::arg("root") = 0,

@@ -72,3 +72,21 @@ def test_sizes_and_collectives_are_tuned_apart():
     assert m.run(10, ALL_GATHER, MiB) == ["ring"] * 5 + ["direct"] * 5
     # sizes within a power of two share a class: compared per byte, not per call
     assert m.run(5, ALL_REDUCE, MiB + MiB // 2) == ["ring"] * 5
+
+
+def test_buffer_kinds_are_tuned_apart():
+    """Out of place, direct pays for one more copy than the ring does, and on comm.alloc buffers
+    it copies without the kernel: a lead learned on one kind of buffer says nothing about
+    another, which starts with runs of its own."""
+    tuner = _C.Tuner()
+    for _ in range(20):  # out of place the ring leads
+        direct = tuner.pick_direct(ALL_GATHER, MiB, in_place=False)
+        tuner.record(ALL_GATHER, MiB, direct, 2.0 if direct else 1.0, in_place=False)
+    assert not tuner.pick_direct(ALL_GATHER, MiB, in_place=False)
+    for kind in ({"in_place": True}, {"shared": True, "in_place": False}):
+        picks = []
+        for _ in range(10):  # here direct leads
+            direct = tuner.pick_direct(ALL_GATHER, MiB, **kind)
+            tuner.record(ALL_GATHER, MiB, direct, 1.0 if direct else 2.0, **kind)
+            picks.append("direct" if direct else "ring")
+        assert picks == ["ring"] * 5 + ["direct"] * 5, kind

@@ -196,6 +196,21 @@ static uint32_t alignFor(const Task& task) {
   return ShmLayout::alignOf(input ? task.in : task.out);
 }
 
+// Whether the input lies inside the output (all_gather), the output inside the input
+// (reduce_scatter) or both are one buffer; broadcast is always in place.
+static bool inPlace(const Task& task) {
+  const size_t elem = dtypeSize(task.dtype);
+  auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
+  switch (task.coll) {
+    case Coll::kAllGather:
+      return in >= out && in < out + task.total * elem;
+    case Coll::kReduceScatter:
+      return out >= in && out < in + task.count * elem;
+    default:
+      return in == out || task.coll == Coll::kBroadcast;
+  }
+}
+
 std::vector<CollHeader> ShmComm::run(const Task& task) {
   if (!brokenReason_.empty()) {
     throw CommError("dpcore: communicator unusable after an earlier failure: " + brokenReason_);
@@ -216,9 +231,9 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   const uint32_t inRegion = shared_->find(published, task.count * elem);
   const uint32_t outRegion =
       task.coll == Coll::kAllReduce ? shared_->find(task.out, task.count * elem) : 0;
-  // direct runs at another speed out of shared buffers: the tuner times those calls apart
-  const bool tuned = task.algo == Algo::kTuned, shared = inRegion != 0;
-  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes, shared)
+  const bool tuned = task.algo == Algo::kTuned;
+  const BufferKind kind{inRegion != 0, inPlace(task)};
+  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes, kind)
                   ? Algo::kDirect
                   : Algo::kRing;
   CollHeader header{seq_,
@@ -257,7 +272,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   }
   if (tuned && rank_ == 0) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    tuner_.record(task.coll, bytes, shared, algo == Algo::kDirect, took.count());
+    tuner_.record(task.coll, bytes, kind, algo == Algo::kDirect, took.count());
   }
   return headers;
 }

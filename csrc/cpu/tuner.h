@@ -1,5 +1,6 @@
 // algo="auto" past the one-shot sizes, where the ranks may read each other's memory: the ring or
-// the direct algorithm, whichever has lately been faster for this collective and size class.
+// the direct algorithm, whichever has lately been faster for this collective, size class and
+// kind of buffer.
 //
 // Why measure instead of predict: on the shared VM this project is built on, which of the two
 // wins past the cache flips with where the host puts the ranks' cores, and it flips during a
@@ -32,15 +33,25 @@
 
 namespace dpcore {
 
+// What a call's buffers are, beside its collective and size: direct's speed depends on it, so
+// each kind is tuned apart. shared: from Communicator.alloc, which direct reads with a plain copy
+// instead of a kernel copy. in place: out of place, direct also copies this rank's own part
+// into the output, a copy the ring hides among its steps (an all_gather at 16 MiB: direct 2.5x
+// slower out of place than in place, the ring 1.6x), so a tuner that had learned the ring's
+// lead out of place kept it in place, where direct was ahead.
+struct BufferKind {
+  bool shared = false;
+  bool inPlace = true;
+};
+
 class Tuner {
  public:
   static constexpr int kWindow = 4;  // an arm's estimate: the fastest of its last 4 calls
   static constexpr uint32_t kMinPeriod = 128, kMaxPeriod = 2048;  // calls between explorations
 
-  // true: run direct, false: run the ring. shared: the buffers are shared (Communicator.alloc),
-  // where direct runs at another speed.
-  bool pickDirect(Coll coll, size_t bytes, bool shared) {
-    Class& c = classes_[key(coll, bytes, shared)];
+  // true: run direct, false: run the ring.
+  bool pickDirect(Coll coll, size_t bytes, BufferKind kind) {
+    Class& c = classes_[key(coll, bytes, kind)];
     if (c.runLeft == 0) {
       int best = c.arms[1].estimate() < c.arms[0].estimate() ? 1 : 0;
       if (c.arms[0].samples == 0 || c.arms[1].samples == 0) {
@@ -66,8 +77,8 @@ class Tuner {
     return c.arm == 1;
   }
 
-  void record(Coll coll, size_t bytes, bool shared, bool direct, double seconds) {
-    Class& c = classes_[key(coll, bytes, shared)];
+  void record(Coll coll, size_t bytes, BufferKind kind, bool direct, double seconds) {
+    Class& c = classes_[key(coll, bytes, kind)];
     int arm = direct ? 1 : 0;
     if (arm != c.lastArm) {  // the switch's own call
       c.lastArm = arm;
@@ -101,10 +112,10 @@ class Tuner {
     c.runLeft = kWindow + 1;  // the switch's call, then a window
   }
   // A size class per power of two of the collective's bytes, per collective and kind of buffer.
-  static int key(Coll coll, size_t bytes, bool shared) {
+  static int key(Coll coll, size_t bytes, BufferKind kind) {
     int log2 = 0;
     while ((bytes >> log2) > 1) ++log2;
-    return (static_cast<int>(coll) * 64 + log2) * 2 + (shared ? 1 : 0);
+    return ((static_cast<int>(coll) * 64 + log2) * 2 + kind.shared) * 2 + kind.inPlace;
   }
   std::unordered_map<int, Class> classes_;
 };
