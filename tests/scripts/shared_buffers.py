@@ -2,11 +2,13 @@
 collective on them equals MPI's, exactly, under every algorithm; a rank may mix them with
 ordinary arrays, and may free its buffer while a peer still uses its own (the reads then fall
 back to the kernel copy). Each rank's buffer is its own: nothing one rank writes shows in a
-peer's.
+peer's. A rank that cannot create its segment, or cannot map a peer's, makes alloc raise on
+every rank, and the communicator works on.
 
 Usage: mpiexec -n K python -m mpi4py shared_buffers.py
 """
 import gc
+import resource
 
 import numpy as np
 from mpi4py import MPI
@@ -99,6 +101,40 @@ try:
     check.true(size == 1, "alloc of different sizes raises")
 except ValueError as e:
     check.true(size > 1 and "same buffer" in str(e), f"alloc mismatch message: {e}")
+
+
+def address_space():
+    """This process's mapped bytes, as RLIMIT_AS counts them."""
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+    return kib << 10
+
+
+# The last rank fails one step of alloc: its own segment (room for half of it) or its mapping
+# of a peer's (room for one and a half). An address-space limit makes the mmap fail, as a full
+# machine would; the other ranks' steps succeed, and every rank must still raise.
+nbytes = 256 << 20
+for step, room in (("create shared memory for alloc", nbytes // 2),
+                   ("map the peers' alloc buffers", nbytes * 3 // 2)):
+    if size == 1:
+        break  # alloc maps nothing alone
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    if rank == size - 1:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space() + room, limits[1]))
+    try:
+        comm.alloc(nbytes // 4, np.float32)
+        check.true(False, f"alloc raises where rank {size - 1} cannot {step}")
+    except RuntimeError as e:
+        check.true(f"cannot {step}: rank {size - 1}: " in str(e) and
+                   "cannot map" in str(e), f"alloc failure message: {e}")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, limits)
+    check.equal(comm.all_reduce(np.ones(5, np.float32)), np.full(5, size, np.float32),
+                f"all_reduce after alloc failed to {step}")
+    after = comm.alloc(1000, np.float32)
+    after[:] = rank
+    g = comm.all_gather(after[:1].copy())
+    check.equal(g, np.arange(size, dtype=np.float32), f"alloc works after failing to {step}")
 
 comm.close()
 check.finish()
