@@ -1,7 +1,7 @@
 """Timing several calls against each other on a noisy machine: blocks of back-to-back calls,
 alternating between the calls, so that a burst of noise from another process lands on one block
 of each rather than on every block of one. benchmarks/auto_vs_fixed.py and
-benchmarks/all_gather_floor.py compare this way, and the bench's --compare mpi alternates the
+benchmarks/copy_floor.py compare this way, and the bench's --compare mpi alternates the
 same way (ours, MPI, ours, ...)."""
 import statistics
 import time

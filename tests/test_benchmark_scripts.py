@@ -1,0 +1,70 @@
+"""The comparison scripts in benchmarks/ that the results files quote run, on tiny sizes, and
+print a row per size with a finite, positive number in every column. Nothing here asserts on a
+time: these only keep the scripts from rotting as the library changes under them."""
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpi_helpers import run_script
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def rows(output, first_column):
+    """The table rows whose first field matches first_column, as lists of floats."""
+    found = []
+    for line in output.splitlines():
+        fields = line.split()
+        if fields and re.fullmatch(first_column, fields[0]):
+            found.append([float(f) for f in fields[1:]])
+    return found
+
+
+def all_positive(values):
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
+@pytest.mark.parametrize("args", [["all_reduce"], ["all_gather", "--one-buffer"]])
+def test_copy_floor(args):
+    _, output = run_script(BENCHMARKS / "copy_floor.py", 2, *args, "-b", "64K", "-e", "256K",
+                           "--blocks", "1")
+    table = rows(output, r"\d+")
+    assert len(table) == 2 and all(len(r) == 9 and all_positive(r) for r in table), output
+
+
+def test_all_gather_floor_is_copy_floor_all_gather():
+    _, output = run_script(BENCHMARKS / "all_gather_floor.py", 2, "-b", "64K", "-e", "64K",
+                           "--blocks", "1")
+    assert output.startswith("all_gather, 2 ranks") and len(rows(output, r"\d+")) == 1, output
+
+
+def test_small_calls_on_more_ranks_than_cores():
+    _, output = run_script(BENCHMARKS / "small_calls.py", 3, "--iters", "20", "--blocks", "1")
+    table = {line.split()[0]: line for line in output.splitlines() if "ratio" in line}
+    assert set(table) == {"barrier", "broadcast", "all_reduce"}, output
+    for line in table.values():
+        assert all_positive(float(f) for f in re.findall(r"\d+\.\d+", line)), line
+
+
+def test_auto_vs_fixed():
+    _, output = run_script(BENCHMARKS / "auto_vs_fixed.py", 2, "all_gather", "-b", "64K",
+                           "-e", "64K", "--blocks", "1")
+    # size, a time per algorithm and auto's, the best algorithm's name, auto / best
+    row = [line.split() for line in output.splitlines() if line.split()[:1] == ["65536"]]
+    assert len(row) == 1 and row[0][-2] in ("one_shot", "ring", "direct"), output
+    assert all_positive(float(f) for f in row[0][1:-2] + row[0][-1:]), output
+
+
+def test_mpi_table_drives_the_bench():
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "mpi_table.py"), "broadcast",
+                           "--runs", "1", "-b", "1K", "-e", "4K"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = [line.split() for line in done.stdout.splitlines()
+             if re.match(r"\s*\d+[KM]?\s+(one_shot|ring|direct)\s", line)]
+    assert [r[0] for r in table] == ["1K", "4K"], done.stdout
+    assert all(all_positive(float(f) for f in r[2:]) for r in table), done.stdout
