@@ -36,9 +36,9 @@ namespace dpcore {
 // What a call's buffers are, beside its collective and size: direct's speed depends on it, so
 // each kind is tuned apart. shared: from Communicator.alloc, which direct reads with a plain copy
 // instead of a kernel copy. in place: out of place, direct also copies this rank's own part
-// into the output, a copy the ring hides among its steps (an all_gather at 16 MiB: direct 2.5x
-// slower out of place than in place, the ring 1.6x), so a tuner that had learned the ring's
-// lead out of place kept it in place, where direct was ahead.
+// into the output, a copy the ring hides among its steps (an all_gather of 16 MiB on huge
+// pages: direct 2.5x slower out of place than in place, the ring 1.6x), so a tuner that had
+// learned the ring's lead out of place kept it in place, where direct was ahead.
 struct BufferKind {
   bool shared = false;
   bool inPlace = true;
