@@ -208,6 +208,7 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
 
   // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
+  m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;
   py::class_<Tuner>(m, "Tuner")
       .def(py::init<>())
       .def("pick_direct", [](Tuner& t, int coll, size_t bytes, bool shared, bool inPlace) {

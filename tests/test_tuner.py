@@ -31,6 +31,15 @@ def test_a_run_of_each_then_the_faster():
     assert m.run(14) == ["ring"] * 5 + ["direct"] * 9
 
 
+def test_settled_after_its_settle_calls():
+    """dpcore.bench makes TUNER_SETTLE_CALLS untimed calls per row: by then both arms have run,
+    and the class runs the faster one."""
+    m = Machine(ring=1.0, direct=2.0)
+    picks = m.run(_C.TUNER_SETTLE_CALLS + 50)
+    assert set(picks[:_C.TUNER_SETTLE_CALLS]) == {"ring", "direct"}
+    assert picks[_C.TUNER_SETTLE_CALLS:] == ["ring"] * 50
+
+
 def test_the_slower_arm_is_retried_ever_more_rarely():
     m = Machine(ring=1.0, direct=3.0)
     picks = m.run(10_000)[10:]

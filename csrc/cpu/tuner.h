@@ -48,6 +48,9 @@ class Tuner {
  public:
   static constexpr int kWindow = 4;  // an arm's estimate: the fastest of its last 4 calls
   static constexpr uint32_t kMinPeriod = 128, kMaxPeriod = 2048;  // calls between explorations
+  // A new class's first run of each arm, after which it runs the faster one: a benchmark that
+  // wants auto's steady state makes this many untimed calls first (dpcore.bench does).
+  static constexpr int kSettleCalls = 2 * (kWindow + 1);
 
   // true: run direct, false: run the ring.
   bool pickDirect(Coll coll, size_t bytes, BufferKind kind) {

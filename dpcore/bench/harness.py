@@ -1,11 +1,12 @@
 """The nccl-tests harness (src/common.cu), once for all collectives.
 
-For each size from -b to -e (times -f): allocate, fill exact inputs, call once untimed, then for
-out-of-place and in-place time ITERS back-to-back calls after a barrier and keep the slowest
-rank's time (MPI MAX of the elapsed times), as nccl-tests does. With --compare mpi the same
-buffers go through MPI's own collective, alternating with ours block by block; with --repeat R
-each block runs R times and the medians are reported. With -c 1 the data are re-initialised and
-the collective runs once more, and every rank counts the elements whose bits differ from the
+For each size from -b to -e (times -f): allocate, fill exact inputs, then for out-of-place and
+in-place call once untimed (-a auto: _C.TUNER_SETTLE_CALLS times, until its tuner has tried
+both algorithms), time ITERS back-to-back calls after a barrier and keep the slowest rank's
+time (MPI MAX of the elapsed times), as nccl-tests does. With --compare mpi the same buffers go
+through MPI's own collective, alternating with ours block by block; with --repeat R each block
+runs R times and the medians are reported. With -c 1 the data are re-initialised and the
+collective runs once more, and every rank counts the elements whose bits differ from the
 result it computed itself; #wrong is the sum over ranks.
 
 algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
@@ -26,6 +27,7 @@ import sys
 
 import numpy as np
 
+from .. import _C
 from .. import comm as comm_module
 from ..comm import Communicator
 from ..dtypes import DTYPES, parse_dtype
@@ -231,7 +233,10 @@ class Bench:
             self._fill(case, mpi_send, mpi_recv, None)
         theirs = lambda: coll.run_mpi(self.mpi, mpi_send, mpi_recv, case, in_place)  # noqa: E731
         iters = _iters(args, max(case.send_count, case.recv_count) * case.dtype.itemsize)
-        ours()
+        # auto's tuner starts each new kind of call with a run of both algorithms: those run
+        # untimed, or a big row (2-4 calls a block) would time the tuner's trial of the slower
+        for _ in range(_C.TUNER_SETTLE_CALLS if args.algo == "auto" else 1):
+            ours()
         if compare:
             theirs()
         times, mpi_times = [], []
