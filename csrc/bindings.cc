@@ -30,8 +30,9 @@ namespace {
 class Comm {
  public:
   Comm(const std::string& name, bool create, int rank, int size, int fifoSlots, size_t slotBytes,
-       size_t oneShotBytes, double timeout)
-      : shm_(name, create, rank, ShmConfig{size, fifoSlots, slotBytes, oneShotBytes}, timeout) {}
+       size_t oneShotBytes, bool tune, double timeout)
+      : shm_(name, create, rank, ShmConfig{size, fifoSlots, slotBytes, oneShotBytes, tune},
+             timeout) {}
 
   void run(const Task& task) {
     worker_.runNow([&] { shm_.run(task); });
@@ -141,10 +142,10 @@ PYBIND11_MODULE(_C, m) {
           }, py::arg("timeout") = -1.0);
 
   py::class_<Comm>(m, "ShmComm")
-      .def(py::init<const std::string&, bool, int, int, int, size_t, size_t, double>(),
+      .def(py::init<const std::string&, bool, int, int, int, size_t, size_t, bool, double>(),
            py::arg("name"), py::arg("create"), py::arg("rank"), py::arg("size"),
            py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
-           py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+           py::arg("tune"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
       .def("unlink", [](Comm& c) { c.shm().unlinkSegment(); })
       .def("can_read_peers", [](Comm& c) { return c.shm().canReadPeers(); },
            py::call_guard<py::gil_scoped_release>())
@@ -209,6 +210,7 @@ PYBIND11_MODULE(_C, m) {
 
   // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;
+  m.attr("FIXED_DIRECT_MIN") = Tuner::kFixedDirectMin;
   py::class_<Tuner>(m, "Tuner")
       .def(py::init<>())
       .def("pick_direct", [](Tuner& t, int coll, size_t bytes, bool shared, bool inPlace) {

@@ -23,15 +23,13 @@ ALGORITHMS = {"one_shot": 0, "ring": 1}
 # the peers' buffers: one copy where the ring's FIFO takes two.
 DIRECT, _DIRECT_CODE = "direct", 3
 # Past one_shot's sizes, auto runs whichever of the ring and direct has lately been faster for
-# that collective and size class, as rank 0 times them (csrc/cpu/tuner.h: on the development VM
-# the winner flips with where the host puts the cores, during a run). DPCORE_TUNE=0 fixes the
-# choice instead: direct from _DIRECT_MIN bytes (all_gather: the output), where the tuner took
-# it with the cores on different dies; with them on one die the ring stays ahead there (the
-# all-reduce by up to 25 %), so no fixed threshold suits both (benchmarks/results/2026-12-01).
+# that collective, size class and kind of buffer, as rank 0 times them (csrc/cpu/tuner.h: on
+# the development VM the winner flips with where the host puts the cores, during a run).
+# DPCORE_TUNE=0 has rank 0 pick by fixed thresholds instead (Tuner::fixedPick: direct from
+# _C.FIXED_DIRECT_MIN bytes, and all_gather on comm.alloc buffers at any size).
 _TUNED_CODE = 4
 _TUNE = os.environ.get("DPCORE_TUNE", "1") != "0"
-_DIRECT_MIN = {"all_gather": 64 << 20, "broadcast": 64 << 20, "all_reduce": 64 << 20,
-               "reduce_scatter": 64 << 20}
+_DIRECT_COLLECTIVES = ("all_gather", "broadcast", "all_reduce", "reduce_scatter")
 ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT,
                    _TUNED_CODE: "auto"}
 
@@ -203,13 +201,9 @@ class Communicator:
                 coll, nbytes, self.size, _ONE_SHOT_BYTES, self.rank, self.transport)
             if lo <= nbytes <= hi:
                 return 0
-            if not self.direct:
-                return 1
-            if _TUNE:
-                return _TUNED_CODE
-            return _DIRECT_CODE if nbytes >= _DIRECT_MIN[coll] else 1
+            return _TUNED_CODE if self.direct else 1
         if algo == DIRECT:
-            if coll not in _DIRECT_MIN:
+            if coll not in _DIRECT_COLLECTIVES:
                 raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
             if not self.direct:
                 raise ValueError("dpcore: algo 'direct' needs ranks on one node that may read each "
@@ -285,10 +279,10 @@ def _connect_shm(node, timeout):
     rank, size = node.Get_rank(), node.Get_size()
     config = None
     if rank == 0:
-        config = (fresh_name()[0], _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES)
-    name, slots, slot_bytes, one_shot_bytes = node.bcast(config, root=0)
+        config = (fresh_name()[0], _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES, _TUNE)
+    name, slots, slot_bytes, one_shot_bytes, tune = node.bcast(config, root=0)
     return map_everywhere(node, name, lambda create: _C.ShmComm(
-        name, create, rank, size, slots, slot_bytes, one_shot_bytes, timeout))
+        name, create, rank, size, slots, slot_bytes, one_shot_bytes, tune, timeout))
 
 
 def _mpi_land():

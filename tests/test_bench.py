@@ -131,15 +131,15 @@ def test_perf_script(tmp_path):
 @pytest.mark.parametrize("coll", ["all_gather", "broadcast"])
 def test_direct_algorithm_and_auto_past_its_threshold(tmp_path, coll):
     """-a direct runs where the ranks may read each other's memory; auto reports what ran:
-    direct from comm._DIRECT_MIN with DPCORE_TUNE=0, and with the tuner the majority of the
+    direct from _C.FIXED_DIRECT_MIN with DPCORE_TUNE=0, and with the tuner the majority of the
     in-place calls, which for a lone size class of 20 calls is the faster of its two runs."""
-    import dpcore.comm as comm_module
+    from dpcore import _C
 
     stdout, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
                         "0", "-a", "direct", "--compare", "mpi")
     check_rows(doc, stdout, coll, 2)
     assert {row["algo_used"] for row in doc["rows"]} == {"direct"}
-    big = comm_module._DIRECT_MIN[coll]
+    big = _C.FIXED_DIRECT_MIN
     fixed = ["-b", str(big), "-e", str(big), "-n", "1", "-w", "0"]
     stdout, doc = bench(tmp_path, 2, coll, *fixed, env={"DPCORE_TUNE": "0"})
     check_rows(doc, stdout, coll, 2, compare=False)

@@ -231,11 +231,16 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   const uint32_t inRegion = shared_->find(published, task.count * elem);
   const uint32_t outRegion =
       task.coll == Coll::kAllReduce ? shared_->find(task.out, task.count * elem) : 0;
-  const bool tuned = task.algo == Algo::kTuned;
+  // kTuned: rank 0 picks, by its tuner's timings or by the fixed thresholds, and its header
+  // carries the pick, so every rank runs the same algorithm whatever buffers it passed
+  const bool tuned = task.algo == Algo::kTuned, timed = tuned && config_.tune;
   const BufferKind kind{inRegion != 0, inPlace(task)};
-  Algo pick = tuned && rank_ == 0 && tuner_.pickDirect(task.coll, bytes, kind)
-                  ? Algo::kDirect
-                  : Algo::kRing;
+  Algo pick = Algo::kRing;
+  if (tuned && rank_ == 0 &&
+      (timed ? tuner_.pickDirect(task.coll, bytes, kind)
+             : Tuner::fixedPick(task.coll, bytes, kind))) {
+    pick = Algo::kDirect;
+  }
   CollHeader header{seq_,
                     static_cast<int32_t>(task.coll),
                     static_cast<int32_t>(task.dtype),
@@ -270,7 +275,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   } else {
     runOneShot(task, headers);
   }
-  if (tuned && rank_ == 0) {
+  if (timed && rank_ == 0) {
     std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     tuner_.record(task.coll, bytes, kind, algo == Algo::kDirect, took.count());
   }

@@ -58,6 +58,7 @@ struct ShmConfig {
   int fifoSlots;        // depth of each FIFO
   size_t slotBytes;     // bytes per FIFO slot: the segment size of the ring
   size_t oneShotBytes;  // largest per-rank payload of the one-shot algorithm
+  bool tune = true;     // auto past one-shot: timed (cpu/tuner.h); false: fixed thresholds
 };
 
 class ShmLayout {

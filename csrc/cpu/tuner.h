@@ -52,6 +52,15 @@ class Tuner {
   // wants auto's steady state makes this many untimed calls first (dpcore.bench does).
   static constexpr int kSettleCalls = 2 * (kWindow + 1);
 
+  // DPCORE_TUNE=0's fixed choice instead of timings: direct from 64 MiB, where the tuner took
+  // it with the cores on different dies (with them on one die the ring stays ahead there, the
+  // all-reduce by up to 25 %, so no fixed threshold suits both states), and all_gather on
+  // shared buffers at any size, where direct's plain copy beat the ring from 64 KiB in both.
+  static constexpr size_t kFixedDirectMin = 64 << 20;
+  static bool fixedPick(Coll coll, size_t bytes, BufferKind kind) {
+    return bytes >= kFixedDirectMin || (coll == Coll::kAllGather && kind.shared);
+  }
+
   // true: run direct, false: run the ring.
   bool pickDirect(Coll coll, size_t bytes, BufferKind kind) {
     Class& c = classes_[key(coll, bytes, kind)];
