@@ -41,7 +41,7 @@ from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
 from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
-from dpcore.bench.harness import parse_size  # noqa: E402
+from dpcore.bench.harness import huge_page_buffer, parse_size  # noqa: E402
 
 COLUMNS = ("floor", "MPI", "dpcore", "alloc")
 RATIOS = (("MPI", "floor"), ("floor", "MPI"), ("dpcore", "floor"), ("dpcore", "MPI"),
@@ -106,12 +106,8 @@ def main(coll=None):
 
 def _pool_fronts(maxbytes):
     """empty(i, count, dtype): the front of the i-th of three buffers of maxbytes, each from a
-    2 MiB boundary so that its front can sit in one huge page."""
-    huge, pools = 2 << 20, []
-    for _ in range(3):
-        raw = np.ones(maxbytes + huge, np.uint8)
-        start = -raw.ctypes.data % huge
-        pools.append(raw[start:start + maxbytes])
+    2 MiB boundary (harness.huge_page_buffer)."""
+    pools = [huge_page_buffer(maxbytes) for _ in range(3)]
     return lambda i, count, dtype: pools[i][:count * np.dtype(dtype).itemsize].view(dtype)
 
 

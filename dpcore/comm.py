@@ -53,6 +53,7 @@ def default_one_shot_max(n, transport=None):
     crowded = transport in (None, "shm") and n > len(os.sched_getaffinity(0))
     return _ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else _ONE_SHOT_MAX
 
+
 class Communicator:
     """A group of ranks and the collectives among them (see ../shared/API.md)."""
 

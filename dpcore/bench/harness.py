@@ -140,6 +140,16 @@ def _sizes(args):
             size += max(args.stepbytes, 1)
 
 
+def huge_page_buffer(nbytes):
+    """nbytes of touched memory from a 2 MiB boundary, so that its front can sit in one huge
+    page (NumPy asks for them for allocations this large): nccl-tests' layout, where buffers
+    are allocated once at the largest size."""
+    huge = 2 << 20
+    raw = np.ones(nbytes + huge, np.uint8)
+    start = -raw.ctypes.data % huge
+    return raw[start:start + nbytes]
+
+
 def _iters(args, nbytes):
     if args.iters is not None:
         return args.iters
@@ -188,12 +198,7 @@ class Bench:
         """--one-buffer: the front of one of two buffers allocated once at -e's size (with room
         for the elements a count rounds up to), as nccl-tests' send and receive buffers."""
         if self._pool is None:
-            nbytes, huge = self.args.maxbytes + 4096, 2 << 20
-            self._pool = []
-            for _ in range(2):  # from a 2 MiB boundary, so that the front can sit in one
-                raw = np.ones(nbytes + huge, np.uint8)  # huge page (NumPy asks for them)
-                start = -raw.ctypes.data % huge
-                self._pool.append(raw[start:start + nbytes])
+            self._pool = [huge_page_buffer(self.args.maxbytes + 4096) for _ in range(2)]
         buf = self._pool[self._pool_used]
         self._pool_used += 1
         return buf[:count * dtype.itemsize].view(dtype)
