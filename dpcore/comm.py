@@ -47,6 +47,12 @@ _ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 4 << 10))
 _ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
 
 
+# What a barrier passes for its (unused) buffers.
+_EMPTY = np.empty(0, np.uint8)
+_EMPTY.flags.writeable = False
+_EMPTY_CODE = DTYPES[_EMPTY.dtype]
+
+
 def default_one_shot_max(n, transport=None):
     """auto's one_shot limit without a fitted model: larger where n ranks of this node
     outnumber the cores it may run on."""
@@ -165,20 +171,27 @@ class Communicator:
                             a, out_a, a.size, out_a.size, result, async_op)
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
-        a, _ = (x, None) if type(x) is np.ndarray else as_numpy(x)
+        a = x if type(x) is np.ndarray else as_numpy(x)[0]
+        # One test for the common case keeps small calls cheap (where ranks share cores, each
+        # rank's Python time is paid twice); the slow path names what is wrong.
+        flags, dtype = a.flags, DTYPES.get(a.dtype)
+        if (dtype is None or not (flags.c_contiguous and flags.writeable) or type(root) is not int
+                or not 0 <= root < self.size):
+            dtype, root = self._check_broadcast(a, root)
+        return self._launch(BROADCAST, dtype, 0, root, self._algo(algo, a.nbytes, "broadcast"),
+                            a, a, a.size, a.size, x, async_op)
+
+    def _check_broadcast(self, a, root):
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "x")
         if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
             raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {self.size})")
         if not a.flags.writeable:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
-        return self._launch(BROADCAST, dtype, 0, int(root),
-                            self._algo(algo, a.nbytes, "broadcast"), a, a,
-                            a.size, a.size, x, async_op)
+        return dtype, int(root)
 
     def barrier(self):
-        empty = np.empty(0, np.uint8)
-        self._launch(BARRIER, DTYPES[empty.dtype], 0, 0, 0, empty, empty, 0, 0, None, False)
+        self._launch(BARRIER, _EMPTY_CODE, 0, 0, 0, _EMPTY, _EMPTY, 0, 0, None, False)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -234,7 +247,9 @@ class Communicator:
         return self._backend
 
     def _launch(self, coll, dtype, op, root, algo, a, out_a, count, total, result, async_op):
-        backend = self._checked_backend()
+        backend = self._backend
+        if backend is None:
+            self._checked_backend()  # raises
         if not async_op:
             backend.run(coll, dtype, op, root, algo, a, out_a, count, total)
             return result

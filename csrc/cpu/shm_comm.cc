@@ -262,7 +262,8 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
   if (task.coll == Coll::kBarrier || task.algo == Algo::kCountsOnly) return headers;
   const Algo algo = tuned ? static_cast<Algo>(headers[0].pick) : task.algo;
   ++algoCalls_[static_cast<int>(algo)];
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = timed ? Clock::now() : Clock::time_point{};  // tuner only
   if (config_.size == 1) {
     // Alone, every collective is a copy (avg divides by 1); broadcast is in place.
     if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
@@ -276,7 +277,7 @@ std::vector<CollHeader> ShmComm::run(const Task& task) {
     runOneShot(task, headers);
   }
   if (timed && rank_ == 0) {
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::chrono::duration<double> took = Clock::now() - start;
     tuner_.record(task.coll, bytes, kind, algo == Algo::kDirect, took.count());
   }
   return headers;
