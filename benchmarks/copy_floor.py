@@ -7,6 +7,9 @@ size, in alternating blocks of back-to-back calls:
                 it: the floor rewrites S bytes in place. all_gather in place must write the
                 (n-1)/n x S bytes its peers send it, read from elsewhere: the floor copies
                 that many between two private buffers.
+    stream      all_gather only: the floor's copy with streaming stores (_C.stream_copy),
+                which do not read the destination first: past the cache, the fastest copy
+                this machine makes, so stream/MPI bounds what any all_gather could gain
     MPI         MPI's collective, in place
     dpcore      dpcore's, in place (algo="auto")
     alloc       dpcore's on comm.alloc buffers, which the peers map
@@ -43,9 +46,9 @@ import dpcore  # noqa: E402
 from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
 from dpcore.bench.harness import huge_page_buffer, parse_size  # noqa: E402
 
-COLUMNS = ("floor", "MPI", "dpcore", "alloc")
-RATIOS = (("MPI", "floor"), ("floor", "MPI"), ("dpcore", "floor"), ("dpcore", "MPI"),
-          ("alloc", "MPI"))
+COLUMNS = ("floor", "stream", "MPI", "dpcore", "alloc")
+RATIOS = (("MPI", "floor"), ("floor", "MPI"), ("stream", "MPI"), ("dpcore", "floor"),
+          ("dpcore", "MPI"), ("alloc", "MPI"))
 
 
 def calls(coll, comm, world, x, shared, empty):
@@ -64,6 +67,7 @@ def calls(coll, comm, world, x, shared, empty):
     src, dst = empty(1, moved, np.uint8), empty(2, moved, np.uint8)
     return (n - 1) / n, {
         "floor": lambda: np.copyto(dst, src),
+        "stream": lambda: dpcore._C.stream_copy(dst, src),
         "MPI": lambda: world.Allgather(MPI.IN_PLACE, [x, MPI.FLOAT]),
         "dpcore": lambda: comm.all_gather(x[start:stop], out=x),
         "alloc": lambda: comm.all_gather(shared[start:stop], out=shared)}
@@ -85,11 +89,13 @@ def main(coll=None):
              else lambda i, count, dtype: np.ones(count, dtype))  # ones: every page touched
     world = MPI.COMM_WORLD
     with dpcore.init() as comm:
+        columns = [c for c in COLUMNS if coll == "all_gather" or c != "stream"]
+        ratios = [(a, b) for a, b in RATIOS if a in columns and b in columns]
         if comm.rank == 0:
             print(f"{coll}, {comm.size} ranks, float32, in place: busbw GB/s, medians of "
                   f"{args.blocks} alternating blocks")
-            print(f"{'size':>10}" + "".join(f"{c:>8}" for c in COLUMNS) +
-                  "".join(f"{a + '/' + b:>13}" for a, b in RATIOS))
+            print(f"{'size':>10}" + "".join(f"{c:>8}" for c in columns) +
+                  "".join(f"{a + '/' + b:>13}" for a, b in ratios))
         nbytes = args.minbytes
         while nbytes <= args.maxbytes:
             x = empty(0, nbytes // 4, np.float32)
@@ -99,8 +105,8 @@ def main(coll=None):
             med = alternating_medians(world, fns, block_iters(nbytes), args.blocks)
             bw = {k: nbytes * factor / t / 1e9 for k, t in med.items()}
             if comm.rank == 0:
-                print(f"{nbytes:>10}" + "".join(f"{bw[c]:8.2f}" for c in COLUMNS) +
-                      "".join(f"{bw[a] / bw[b]:13.2f}" for a, b in RATIOS), flush=True)
+                print(f"{nbytes:>10}" + "".join(f"{bw[c]:8.2f}" for c in columns) +
+                      "".join(f"{bw[a] / bw[b]:13.2f}" for a, b in ratios), flush=True)
             nbytes *= 4
 
 

@@ -13,6 +13,7 @@
 #include "algo/trace_prims.h"
 #include "cpu/reduce.h"
 #include "cpu/shm_comm.h"
+#include "cpu/stream_copy.h"
 #include "cpu/worker.h"
 #include "dpcore/error.h"
 
@@ -207,6 +208,18 @@ PYBIND11_MODULE(_C, m) {
                 reinterpret_cast<void*>(out), count, divisor);
       }, "out = a op b elementwise (divisor > 0 divides: the last step of avg)",
       py::call_guard<py::gil_scoped_release>());
+
+  m.def("stream_copy", [](py::array dst, const py::array& src) {
+        if (dst.nbytes() != src.nbytes()) throw std::invalid_argument("sizes differ");
+        if (!(dst.flags() & src.flags() & py::array::c_style)) {
+          throw std::invalid_argument("arrays must be C-contiguous");
+        }
+        void* to = dst.mutable_data();  // raises if dst is read-only
+        py::gil_scoped_release release;
+        streamCopy(to, src.data(), src.nbytes());
+      }, "dst[:] = src, C-contiguous arrays, with streaming stores (cpu/stream_copy.h)");
+  m.def("stream_min_bytes", &streamMinBytes,
+        "direct writes outputs of at least this many bytes with streaming stores where it can");
 
   // The tuner behind algo auto (cpu/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;

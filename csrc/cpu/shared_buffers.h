@@ -16,6 +16,8 @@
 #include <mutex>
 #include <vector>
 
+#include "cpu/stream_copy.h"
+
 namespace dpcore {
 
 class SharedBuffers {
@@ -50,14 +52,18 @@ class SharedBuffers {
   }
   // Copies `bytes` from address `remote` of rank `peer`, which that rank says lies in region
   // `id`, through this rank's mapping of it. false: this rank does not map it (any more).
-  bool copyFrom(int peer, uint32_t id, uint64_t remote, void* dst, size_t bytes) const {
+  // stream: with streamCopy, for destinations past the cache.
+  bool copyFrom(int peer, uint32_t id, uint64_t remote, void* dst, size_t bytes,
+                bool stream) const {
     std::lock_guard<std::mutex> lock(mu_);  // the region may not be unmapped mid-copy
     auto it = regions_.find(id);
     if (it == regions_.end()) return false;
     const Region& r = it->second;
     const uint64_t base = r.bases[peer];
     if (remote < base || remote + bytes > base + r.bytes) return false;
-    std::memcpy(dst, r.mapped[peer] + (remote - base), bytes);
+    const char* src = r.mapped[peer] + (remote - base);
+    if (stream) streamCopy(dst, src, bytes);
+    else std::memcpy(dst, src, bytes);
     return true;
   }
 

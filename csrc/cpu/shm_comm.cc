@@ -14,6 +14,7 @@
 #include "cpu/direct.h"
 #include "cpu/reduce.h"
 #include "cpu/shm_prims.h"
+#include "cpu/stream_copy.h"
 #include "dpcore/error.h"
 
 namespace dpcore {
@@ -381,20 +382,24 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
   const int n = config_.size;
   const size_t elem = dtypeSize(task.dtype);
   char* out = static_cast<char*>(task.out);
+  const bool stream = task.total * elem >= streamMinBytes();  // for copies into the output
   if (task.coll == Coll::kAllGather) {
     std::vector<size_t> offset(n + 1, 0);
     for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + headers[r].count * elem;
     for (int k = 1; k < n; ++k) {
       int peer = (rank_ + k) % n;
       readFrom(peer, headers[peer].addr, headers[peer].inRegion, out + offset[peer],
-               offset[peer + 1] - offset[peer]);
+               offset[peer + 1] - offset[peer], stream);
     }
     if (task.in != out + offset[rank_] && task.count) {
-      std::memcpy(out + offset[rank_], task.in, task.count * elem);
+      if (stream) streamCopy(out + offset[rank_], task.in, task.count * elem);
+      else std::memcpy(out + offset[rank_], task.in, task.count * elem);
     }
   } else if (task.coll == Coll::kBroadcast) {
     const CollHeader& root = headers[task.root];
-    if (rank_ != task.root) readFrom(task.root, root.addr, root.inRegion, out, task.count * elem);
+    if (rank_ != task.root) {
+      readFrom(task.root, root.addr, root.inRegion, out, task.count * elem, stream);
+    }
   } else if (task.coll == Coll::kReduceScatter) {
     reduceOwnChunk(task, headers, out);
   } else if (task.coll == Coll::kAllReduce) {
@@ -406,7 +411,7 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
       int peer = (rank_ + k) % n;
       Range c = shardRange(task.count, n, peer);
       readFrom(peer, headers[peer].outAddr + c.start * elem, headers[peer].outRegion,
-               out + c.start * elem, c.size() * elem);
+               out + c.start * elem, c.size() * elem, stream);
     }
   }
   layout_.rank(base_, rank_)->done.value.store(seq_, std::memory_order_release);
@@ -448,11 +453,11 @@ void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& he
     const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
     char* acc = directAcc_.data();
     const CollHeader& first = headers[(rank_ + 1) % n];
-    readFrom((rank_ + 1) % n, first.addr + at, first.inRegion, acc, len * elem);
+    readFrom((rank_ + 1) % n, first.addr + at, first.inRegion, acc, len * elem, false);
     for (int k = 2; k < n; ++k) {
       int peer = (rank_ + k) % n;
       readFrom(peer, headers[peer].addr + at, headers[peer].inRegion, directPeer_.data(),
-               len * elem);
+               len * elem, false);
       reduce2(task.dtype, task.op, acc, directPeer_.data(), acc, len, 0);
     }
     reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len, divisor);
@@ -461,7 +466,10 @@ void ShmComm::reduceOwnChunk(const Task& task, const std::vector<CollHeader>& he
 
 // Reads in pieces, so that a peer's failure (the abort flag) stops a long read early: through
 // this rank's mapping where the peer's data is in a shared buffer, else by a kernel copy.
-void ShmComm::readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes) {
+// stream: the destination is the user's output and too large to stay in cache (stream_copy.h);
+// only a copy through a mapping can stream, the kernel's copy cannot be told to.
+void ShmComm::readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes,
+                       bool stream) {
   constexpr size_t kPiece = 4 << 20;
   auto pid = static_cast<pid_t>(
       layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
@@ -469,7 +477,9 @@ void ShmComm::readFrom(int peer, uint64_t remote, uint32_t region, void* local, 
   for (size_t done = 0; done < bytes; done += kPiece) {
     checkAbort();
     size_t len = std::min(kPiece, bytes - done);
-    if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len)) continue;
+    if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len, stream)) {
+      continue;
+    }
     int err = readPeer(pid, remote + done, dst + done, len);
     if (err == ESRCH) {
       fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");

@@ -101,7 +101,8 @@ class ShmComm {
   void runRing(const Task& task, const std::vector<CollHeader>& headers);
   void runDirect(const Task& task, const std::vector<CollHeader>& headers);
   // region: the shared buffer the peer said holds `remote` (0: none, a kernel copy)
-  void readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes);
+  void readFrom(int peer, uint64_t remote, uint32_t region, void* local, size_t bytes,
+                bool stream);
   void reduceOwnChunk(const Task& task, const std::vector<CollHeader>& headers, char* dst);
   void waitForAll(Counter RankControl::*counter, const char* what);
   std::vector<char> directAcc_, directPeer_;  // cache-sized pieces for the direct reduction
