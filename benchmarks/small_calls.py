@@ -6,8 +6,10 @@ the same run (medians of --blocks). Most telling where the ranks outnumber the c
     mpiexec -n 4 python benchmarks/small_calls.py      # 4 ranks on this machine's 2 cores
 
 Every dpcore call waits until every rank has posted its call (so each rank can check the
-others' and raise CommError on a mismatch): about one barrier each. MPI_Bcast's root does not
-wait for the receivers, so a loop of them costs less than a barrier.
+others' and raise CommError on a mismatch): about one of dpcore's barriers each. MPI_Bcast's
+root does not wait for the receivers, so MPI's broadcast costs less than MPI's barrier. Where
+two ranks share a core, each rank's Python in front of a call costs about three times what it
+costs alone (benchmarks/results/2026-12-01-cpu.md, "Night").
 """
 import argparse
 import os

@@ -172,8 +172,8 @@ class Communicator:
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
         a = x if type(x) is np.ndarray else as_numpy(x)[0]
-        # One test for the common case keeps small calls cheap (where ranks share cores, each
-        # rank's Python time is paid twice); the slow path names what is wrong.
+        # One test for the common case keeps small calls cheap: where ranks share cores, each
+        # rank's Python time costs about three times over. The slow path names what is wrong.
         flags, dtype = a.flags, DTYPES.get(a.dtype)
         if (dtype is None or not (flags.c_contiguous and flags.writeable) or type(root) is not int
                 or not 0 <= root < self.size):
