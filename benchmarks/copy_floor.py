@@ -8,8 +8,10 @@ size, in alternating blocks of back-to-back calls:
                 (n-1)/n x S bytes its peers send it, read from elsewhere: the floor copies
                 that many between two private buffers.
     stream      all_gather only: the floor's copy with streaming stores (_C.stream_copy),
-                which do not read the destination first: past the cache, the fastest copy
-                this machine makes, so stream/MPI bounds what any all_gather could gain
+                which do not read the destination first. Past the cache it moves each byte
+                once each way, the least any all_gather can, so stream/MPI is about the most
+                that any all_gather could gain (dpcore on comm.alloc buffers, which streams
+                too, came out 4-7 % above it: docs/busbw.md)
     MPI         MPI's collective, in place
     dpcore      dpcore's, in place (algo="auto")
     alloc       dpcore's on comm.alloc buffers, which the peers map

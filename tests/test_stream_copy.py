@@ -1,6 +1,8 @@
 """The copy with streaming stores (csrc/cpu/stream_copy.h) that direct uses for outputs past
 _C.stream_min_bytes: every byte lands, whatever the alignment of either end and the length,
 and nothing outside the destination changes."""
+import glob
+
 import numpy as np
 import pytest
 
@@ -33,6 +35,9 @@ def test_refuses_unequal_sizes_strides_and_read_only_destinations():
         _C.stream_copy(read_only, src)
 
 
-def test_threshold_is_half_a_cache():
-    # the largest cache sysfs lists, halved: at least an L2's worth anywhere this builds
-    assert _C.stream_min_bytes() >= 256 << 10
+def test_threshold_is_half_the_largest_cache_sysfs_lists():
+    sizes = []
+    for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size")):
+        text = open(index).read().strip()  # "32768K"
+        sizes.append(int(text.rstrip("KM")) << {"K": 10, "M": 20}.get(text[-1], 0))
+    assert _C.stream_min_bytes() == (max(sizes) if sizes else 32 << 20) // 2

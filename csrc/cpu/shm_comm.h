@@ -73,7 +73,7 @@ class ShmComm {
   // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
   void notify(int r);
   void notifyAll();
-  void ring(int r);  // notify's second half, after the fence
+  void wakeIfAsleep(int r);  // notify without its fence: the caller has fenced
   [[noreturn]] void fail(const std::string& why);
   void checkAbort() {  // another rank failed: stop, and say why
     SegmentControl* control = layout_.control(base_);

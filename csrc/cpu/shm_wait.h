@@ -45,7 +45,7 @@ inline void futexWakeAll(std::atomic<uint32_t>* word) {
 // The poster's half of the handshake in waitUntil: the fence orders the counter just posted
 // before the load of `sleeping`, as the sleeper's fence orders `sleeping` before its last
 // look at the counter, so one of the two always sees the other.
-inline void ShmComm::ring(int r) {
+inline void ShmComm::wakeIfAsleep(int r) {
   Doorbell& bell = layout_.rank(base_, r)->doorbell;
   if (bell.sleeping.load(std::memory_order_relaxed)) {
     bell.count.fetch_add(1, std::memory_order_release);
@@ -55,13 +55,13 @@ inline void ShmComm::ring(int r) {
 
 inline void ShmComm::notify(int r) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  ring(r);
+  wakeIfAsleep(r);
 }
 
 inline void ShmComm::notifyAll() {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence serves every peer's bell
   for (int r = 0; r < config_.size; ++r) {
-    if (r != rank_) ring(r);
+    if (r != rank_) wakeIfAsleep(r);
   }
 }
 
