@@ -52,7 +52,7 @@ class SharedBuffers {
   }
   // Copies `bytes` from address `remote` of rank `peer`, which that rank says lies in region
   // `id`, through this rank's mapping of it. false: this rank does not map it (any more).
-  // stream: with streamCopy, for destinations past the cache.
+  // stream: with streaming stores (copyToOutput), for destinations past the cache.
   bool copyFrom(int peer, uint32_t id, uint64_t remote, void* dst, size_t bytes,
                 bool stream) const {
     std::lock_guard<std::mutex> lock(mu_);  // the region may not be unmapped mid-copy
@@ -61,9 +61,7 @@ class SharedBuffers {
     const Region& r = it->second;
     const uint64_t base = r.bases[peer];
     if (remote < base || remote + bytes > base + r.bytes) return false;
-    const char* src = r.mapped[peer] + (remote - base);
-    if (stream) streamCopy(dst, src, bytes);
-    else std::memcpy(dst, src, bytes);
+    copyToOutput(dst, r.mapped[peer] + (remote - base), bytes, stream);
     return true;
   }
 

@@ -392,8 +392,7 @@ void ShmComm::runDirect(const Task& task, const std::vector<CollHeader>& headers
                offset[peer + 1] - offset[peer], stream);
     }
     if (task.in != out + offset[rank_] && task.count) {
-      if (stream) streamCopy(out + offset[rank_], task.in, task.count * elem);
-      else std::memcpy(out + offset[rank_], task.in, task.count * elem);
+      copyToOutput(out + offset[rank_], task.in, task.count * elem, stream);
     }
   } else if (task.coll == Coll::kBroadcast) {
     const CollHeader& root = headers[task.root];

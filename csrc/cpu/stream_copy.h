@@ -59,6 +59,13 @@ inline void streamCopy(void* dstv, const void* srcv, size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
+// A copy into a collective's output: streamed where the caller decided it is too large for the
+// cache (streamMinBytes), else memcpy.
+inline void copyToOutput(void* dst, const void* src, size_t bytes, bool stream) {
+  if (stream) streamCopy(dst, src, bytes);
+  else std::memcpy(dst, src, bytes);
+}
+
 // The largest cache the kernel lists for CPU 0 (sysfs), or 32 MiB where it lists none.
 inline size_t lastLevelCacheBytes() {
   static const size_t bytes = [] {
