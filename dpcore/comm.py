@@ -1,51 +1,27 @@
 """The Communicator: MPI bootstrap, transport choice, argument checks, results as arrays.
 
 Every check happens before anything is sent, so bad local input raises TypeError/ValueError on
-the rank that made it and leaves the communicator usable; the peers never see the call.
-A backend runs the checked call: dpcore._C.ShmComm inside a node, or a transport from
-dpcore.transports.mpi; all take the same raw calls (run, submit, exchange_counts, drain).
+the rank that made it and leaves the communicator usable; the peers never see the call. The
+checked call goes to the transport's backend (dpcore.backend.Backend, made by
+dpcore.transports.connect), which matches it with the peers' and runs it.
 """
-import os
-
 import numpy as np
 
-from . import _C, trace
+from . import settings as _settings
+from . import trace, transports
 from .arrays import as_numpy, check_contiguous, check_out
 from .cost import auto as _auto
-from .dtypes import (ALL_GATHER, ALL_REDUCE, AVG, BARRIER, BROADCAST, DTYPES, FLOATING, OPS,
-                     REDUCE_SCATTER, dtype_code)
+from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
+                     BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
 from .sharding import shard_range
-from .shared_memory import fresh_name, map_everywhere
 from .work import Work
 
-ALGORITHMS = {"one_shot": 0, "ring": 1}
+ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 # Where the ranks may read each other's memory (comm.direct), every rank can copy straight from
-# the peers' buffers: one copy where the ring's FIFO takes two.
-DIRECT, _DIRECT_CODE = "direct", 3
-# Past one_shot's sizes, auto runs whichever of the ring and direct has lately been faster for
-# that collective, size class and kind of buffer, as rank 0 times them (csrc/cpu/tuner.h: on
-# the development VM the winner flips with where the host puts the cores, during a run).
-# DPCORE_TUNE=0 has rank 0 pick by fixed thresholds instead (Tuner::fixedPick: direct from
-# _C.FIXED_DIRECT_MIN bytes, and all_gather on comm.alloc buffers at any size).
-_TUNED_CODE = 4
-_TUNE = os.environ.get("DPCORE_TUNE", "1") != "0"
+# the peers' buffers: one copy where the ring's FIFO takes two. auto runs one_shot for small
+# calls (dpcore.cost.auto) and past them whichever of the ring and direct rank 0 has lately
+# timed faster (csrc/core/tuner.h), or, with DPCORE_TUNE=0, picks by fixed thresholds.
 _DIRECT_COLLECTIVES = ("all_gather", "broadcast", "all_reduce", "reduce_scatter")
-ALGORITHM_NAMES = {**{code: name for name, code in ALGORITHMS.items()}, _DIRECT_CODE: DIRECT,
-                   _TUNED_CODE: "auto"}
-
-# Shared-memory tuning, identical on every rank (local rank 0 reads the environment).
-_FIFO_SLOTS = max(2, int(os.environ.get("DPCORE_FIFO_SLOTS", 8)))  # a step holds one slot of
-# its incoming FIFO while it waits for one in the outgoing: the ring needs at least 2
-_SLOT_BYTES = int(os.environ.get("DPCORE_SLOT_BYTES", 64 << 10))
-_ONE_SHOT_BYTES = int(os.environ.get("DPCORE_ONE_SHOT_BYTES", 256 << 10))
-# Without a fitted cost model, "auto" switches from one-shot to ring above this many bytes per
-# rank: where the two cross on the development VM (benchmarks/auto_vs_fixed.py, 2026-12-01):
-# 2 ranks on its 2 cores at 4 KiB (1.5 us each; one_shot 1.4x slower at 16 KiB); 3 or 4
-# ranks sharing them near 128 KiB, since every ring step then waits for a context switch (at
-# 16 KiB the ring took 39-47 us, one_shot 16-21).
-_ONE_SHOT_MAX = int(os.environ.get("DPCORE_ONE_SHOT_MAX", 4 << 10))
-_ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
-
 
 # What a barrier passes for its (unused) buffers.
 _EMPTY = np.empty(0, np.uint8)
@@ -53,63 +29,38 @@ _EMPTY.flags.writeable = False
 _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 
-def default_one_shot_max(n, transport=None):
-    """auto's one_shot limit without a fitted model: larger where n ranks of this node
-    outnumber the cores it may run on."""
-    crowded = transport in (None, "shm") and n > len(os.sched_getaffinity(0))
-    return _ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else _ONE_SHOT_MAX
-
-
 class Communicator:
     """A group of ranks and the collectives among them (see ../shared/API.md)."""
 
-    algorithms = tuple(ALGORITHMS)
+    algorithms = ("one_shot", "ring")
 
     def __init__(self, mpi_comm=None, timeout=None):
         from mpi4py import MPI
 
-        if timeout is None:
-            timeout = float(os.environ.get("DPCORE_TIMEOUT", 300))
-        self.timeout = float(timeout)
+        self.settings = _settings.load()
+        self.timeout = float(self.settings.timeout if timeout is None else timeout)
         self._mpi = (mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup()
         self.rank, self.size = self._mpi.Get_rank(), self._mpi.Get_size()
-        node_size = int(os.environ.get("DPCORE_NODE_SIZE", 0))
+        node_size = self.settings.node_size
         if node_size > 0:  # virtual nodes: exercises the between-node path on one machine
             self._node = self._mpi.Split(self.rank // node_size, self.rank)
         else:
             self._node = self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         self.local_rank, self.local_size = self._node.Get_rank(), self._node.Get_size()
-        self.transport = self._choose_transport()
+        self.transport = transports.choose(self.settings.transport, self._mpi, self._node)
         _auto.agree(self._mpi)  # every rank chooses by rank 0's fitted cost model
-        self._auto_bands = _auto.bands(self.size, _ONE_SHOT_BYTES, self.transport)
+        # one_shot's slot: the most bytes per rank it takes (local rank 0's setting, as the
+        # segment is made by it)
+        self.one_shot_bytes = self._node.bcast(self.settings.one_shot_bytes, root=0)
+        self._auto_bands = _auto.bands(self.size, self.one_shot_bytes, self.transport)
         self._pending = []
-        self.direct = False  # set by _connect when every rank may read every peer's memory
-        self._backend = self._connect()
-
-    def _choose_transport(self):
-        wanted = os.environ.get("DPCORE_TRANSPORT", "auto")
-        if wanted not in ("auto", "shm", "mpi"):
-            raise ValueError(f"DPCORE_TRANSPORT={wanted!r}: expected auto, shm or mpi")
-        one_node = self._mpi.allreduce(self.local_size == self.size, op=_mpi_land())
-        if wanted == "shm" and not one_node:
-            raise ValueError("DPCORE_TRANSPORT=shm, but the ranks do not all share a node")
-        if wanted == "mpi":
-            return "mpi"
-        return "shm" if one_node else "shm+mpi"
-
-    def _connect(self):
-        if self.transport == "shm":
-            shm = _connect_shm(self._node, self.timeout)
-            self.direct = self._node.allreduce(shm.can_read_peers(), op=_mpi_land())
-            if trace.enabled():
-                trace.watch(self.rank, shm)
-            return shm
-        from .transports.mpi import HierarchicalTransport, MpiTransport
-
-        if self.transport == "mpi":
-            return MpiTransport(self._mpi, self.timeout)
-        node_shm = _connect_shm(self._node, self.timeout)
-        return HierarchicalTransport(self._mpi, self._node, node_shm, self.timeout)
+        connection = transports.connect(self.transport, self._mpi, self._node, self.settings,
+                                        self.timeout)
+        self._backend, self._comms = connection.backend, connection.comms
+        # whether every rank may read every peer's memory: algo "direct" can run
+        self.direct = connection.direct
+        if trace.enabled():
+            trace.watch(self.rank, self._backend)
 
     def alloc(self, shape, dtype=np.float32):
         """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
@@ -157,7 +108,7 @@ class Communicator:
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "shard")
         a = a.reshape(-1)
-        if algo != "auto" and algo not in ALGORITHMS:
+        if algo != "auto" and algo not in self.algorithms:
             self._algo(algo, 0, "all_gather")  # raises before the shard sizes travel
         if out is None:
             self._reap()
@@ -191,7 +142,7 @@ class Communicator:
         return dtype, int(root)
 
     def barrier(self):
-        self._launch(BARRIER, _EMPTY_CODE, 0, 0, 0, _EMPTY, _EMPTY, 0, 0, None, False)
+        self._launch(BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0, None, False)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -210,36 +161,33 @@ class Communicator:
         return dtype, opc
 
     def _algo(self, algo, nbytes, coll="all_reduce"):
+        """The algorithm code to run: algo "auto" resolved as far as this rank decides it."""
         if algo == "auto":  # one_shot inside the band dpcore.cost.auto derived from the fit
             lo, hi = self._auto_bands.get(coll) or _auto.fill(
-                coll, nbytes, self.size, _ONE_SHOT_BYTES, self.rank, self.transport)
+                coll, nbytes, self.size, self.one_shot_bytes, self.rank, self.transport)
             if lo <= nbytes <= hi:
-                return 0
-            return _TUNED_CODE if self.direct else 1
-        if algo == DIRECT:
+                return ONE_SHOT
+            return AUTO if self.direct else RING
+        if algo == "direct":
             if coll not in _DIRECT_COLLECTIVES:
                 raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
             if not self.direct:
                 raise ValueError("dpcore: algo 'direct' needs ranks on one node that may read each "
                                  "other's memory (process_vm_readv); not available here")
-            return _DIRECT_CODE
-        code = ALGORITHMS.get(algo)
-        if code is None:
+            return DIRECT
+        if algo not in self.algorithms:
             raise ValueError(f"dpcore: unknown algo {algo!r}; expected auto or one of "
-                             f"{', '.join(ALGORITHMS)}, or direct (all_gather, broadcast)")
-        if code == 0 and nbytes > _ONE_SHOT_BYTES:
-            raise ValueError(f"dpcore: algo 'one_shot' takes at most {_ONE_SHOT_BYTES} "
+                             f"{', '.join(self.algorithms)}, or direct (all_gather, broadcast)")
+        if algo == "one_shot" and nbytes > self.one_shot_bytes:
+            raise ValueError(f"dpcore: algo 'one_shot' takes at most {self.one_shot_bytes} "
                              f"bytes per rank, got {nbytes}")
-        return code
+        return ALGORITHMS[algo]
 
     def algorithm_calls(self):
         """{algorithm: how many collectives it ran} on this communicator so far, with auto's
-        picks resolved ("ring", "direct", ...). Shared memory only; other transports give {}."""
-        calls = getattr(self._checked_backend(), "algo_calls", None)
-        if calls is None:
-            return {}
-        return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls())
-                if k and code in ALGORITHM_NAMES}
+        picks resolved ("ring", "direct", ...)."""
+        calls = self._checked_backend().algo_calls()
+        return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls) if k}
 
     def _checked_backend(self):
         if self._backend is None:
@@ -268,14 +216,11 @@ class Communicator:
         if self._backend is None:
             return
         self._backend.drain()
-        if trace.enabled() and self.transport == "shm":
+        if trace.enabled():
             trace.collect(self._backend)
-        close = getattr(self._backend, "close", None)
-        if close is not None:  # a transport's thread and communicators
-            close()
         self._pending = []
         self._backend = None
-        for c in (self._node, self._mpi):
+        for c in (*self._comms, self._node, self._mpi):
             c.Free()
 
     def __enter__(self):
@@ -287,24 +232,6 @@ class Communicator:
     def __repr__(self):
         return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
                 f"{self.local_rank}/{self.local_size} transport={self.transport}>")
-
-
-def _connect_shm(node, timeout):
-    """A shared-memory communicator over the ranks of `node` (an MPI communicator whose ranks
-    share memory), in a segment of its own (shared_memory.map_everywhere)."""
-    rank, size = node.Get_rank(), node.Get_size()
-    config = None
-    if rank == 0:
-        config = (fresh_name()[0], _FIFO_SLOTS, _SLOT_BYTES, _ONE_SHOT_BYTES, _TUNE)
-    name, slots, slot_bytes, one_shot_bytes, tune = node.bcast(config, root=0)
-    return map_everywhere(node, name, lambda create: _C.ShmComm(
-        name, create, rank, size, slots, slot_bytes, one_shot_bytes, tune, timeout))
-
-
-def _mpi_land():
-    from mpi4py import MPI
-
-    return MPI.LAND
 
 
 def init(mpi_comm=None, timeout=None):

@@ -1,5 +1,8 @@
-"""The dtypes and ops dpcore reduces, as the codes csrc/include/dpcore/types.h defines."""
+"""The dtypes, ops, collectives and algorithms dpcore knows, with the codes dpcore._C gives them
+(csrc/include/dpcore/types.h is the one place that numbers them)."""
 import numpy as np
+
+from . import _C
 
 try:  # bfloat16 is optional: ml_dtypes provides the NumPy dtype
     import ml_dtypes
@@ -8,25 +11,22 @@ try:  # bfloat16 is optional: ml_dtypes provides the NumPy dtype
 except ImportError:  # pragma: no cover - depends on the environment
     bfloat16 = None
 
-DTYPES = {
-    np.dtype(np.float16): 0,
-    np.dtype(np.float32): 2,
-    np.dtype(np.float64): 3,
-    np.dtype(np.int8): 4,
-    np.dtype(np.uint8): 5,
-    np.dtype(np.int32): 6,
-    np.dtype(np.int64): 7,
-}
+DTYPES = {np.dtype(name): code for name, code in _C.DTYPES.items() if name != "bfloat16"}
 if bfloat16 is not None:
-    DTYPES[bfloat16] = 1
+    DTYPES[bfloat16] = _C.DTYPES["bfloat16"]
 
 FLOATING = {code for dt, code in DTYPES.items() if dt.kind == "f" or dt == bfloat16}
 
-OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+OPS = dict(_C.OPS)  # {"sum": 0, ...}
 AVG = OPS["avg"]
 
-# Collectives, as csrc's Coll enum.
-BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST = range(5)
+COLLECTIVES = dict(_C.COLLECTIVES)
+BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST = (
+    COLLECTIVES[name] for name in ("barrier", "all_reduce", "reduce_scatter", "all_gather",
+                                   "broadcast"))
+
+ALGORITHMS = dict(_C.ALGORITHMS)  # {"one_shot": 0, "ring": 1, ..., "auto": 4}
+ALGORITHM_NAMES = {code: name for name, code in ALGORITHMS.items()}
 
 
 def dtype_code(dtype):

@@ -1,14 +1,15 @@
 """DPCORE_TRACE=FILE.json: a Chrome trace (open it in Perfetto or chrome://tracing) with one lane
 per rank, a span per collective and, below it, a span per ring step (one verb of one round).
 
-Each shared-memory communicator records in C++ while tracing is on; at exit the ranks gather
-their events to rank 0 over MPI, which writes the file. The MPI transports are not traced.
+Each communicator's backend records in C++ while tracing is on; at exit the ranks gather their
+events to rank 0 over MPI, which writes the file.
 """
 import atexit
 import json
-import os
 
-_PATH = os.environ.get("DPCORE_TRACE")
+from . import settings
+
+_PATH = settings.load().trace
 _events = []  # (rank, event tuple) from closed communicators
 _open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
 
@@ -18,7 +19,7 @@ def enabled():
 
 
 def watch(rank, backend):
-    """Start recording `backend`'s collectives (a _C.ShmComm); `rank` names its lane."""
+    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane."""
     backend.enable_trace(True)
     if not _open and not _events:
         atexit.register(_write)

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from dpcore import comm
+from dpcore.dtypes import ALGORITHMS
 from dpcore.cost import Params, auto, crossover, save
 
 ONE_SHOT = Params(alpha=1e-6, beta=1e-9)
@@ -50,7 +50,7 @@ def test_picks_by_the_fitted_crossover(tmp_path):
         algo, reason = auto.auto_algorithm("all_reduce", nbytes, 2, LIMIT)
         assert algo == want, (nbytes, reason)
         assert "crossover" in reason and "predicted" in reason
-        assert auto.auto_code("all_reduce", nbytes, 2, LIMIT) == comm.ALGORITHMS[want]
+        assert auto.auto_code("all_reduce", nbytes, 2, LIMIT) == ALGORITHMS[want]
     assert "below" in auto.auto_algorithm("all_reduce", 8, 2, LIMIT)[1]
     assert "above" in auto.auto_algorithm("all_reduce", 4096, 2, LIMIT)[1]
 
@@ -64,18 +64,18 @@ def test_crossover_moves_with_the_rank_count(tmp_path):
 
 def test_without_fitted_params_the_default_switch(tmp_path):
     assert auto.model()[0] is None
-    default = comm._ONE_SHOT_MAX
+    default = auto.ONE_SHOT_MAX
     assert auto.auto_algorithm("all_reduce", default, 2, LIMIT)[0] == "one_shot"
     algo, reason = auto.auto_algorithm("all_reduce", default + 1, 2, LIMIT)
     assert algo == "ring" and "default" in reason and "dpcore.cost fit" in reason
     # more ranks than this machine's cores: every ring step waits for a context switch, so
     # one_shot goes further (128 KiB)
-    crowded = comm.default_one_shot_max(8, "shm")
-    assert crowded == (comm._ONE_SHOT_MAX_OVERSUBSCRIBED if len(os.sched_getaffinity(0)) < 8
+    crowded = auto.default_one_shot_max(8, "shm")
+    assert crowded == (auto.ONE_SHOT_MAX_OVERSUBSCRIBED if len(os.sched_getaffinity(0)) < 8
                        else default)
     assert auto.auto_code("reduce_scatter", crowded, 8, LIMIT, transport="shm") == 0
     assert auto.auto_code("reduce_scatter", crowded + 1, 8, LIMIT, transport="shm") == 1
-    assert comm.default_one_shot_max(8, "mpi") == default  # ranks on other nodes: not crowded
+    assert auto.default_one_shot_max(8, "mpi") == default  # ranks on other nodes: not crowded
 
 
 def test_one_shot_limit_is_respected(tmp_path):

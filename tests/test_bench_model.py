@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from dpcore import comm
+from dpcore.dtypes import ALGORITHM_NAMES
+from dpcore.settings import Settings
 from dpcore.bench.harness import _time_text
 from dpcore.cost import Params, auto, predict, save
 
@@ -51,12 +52,12 @@ def header_names(stdout):
 
 def auto_rule_holds(rows, n):
     """The algorithm reported for -a auto is one the communicator's rule gives: one_shot below
-    the default switch (dpcore.comm._ONE_SHOT_MAX) or the fitted crossover of the synthetic
+    the default switch (dpcore.cost.auto.ONE_SHOT_MAX) or the fitted crossover of the synthetic
     model, and above it the ring, or direct (the tuner's other arm)."""
-    default = ["one_shot" if r["size"] <= comm._ONE_SHOT_MAX else "ring" for r in rows]
+    default = ["one_shot" if r["size"] <= auto.ONE_SHOT_MAX else "ring" for r in rows]
     auto.use_params(SYNTHETIC, "test", "shm")
     try:
-        fitted = [auto.auto_algorithm("all_reduce", r["size"], n, comm._ONE_SHOT_BYTES)[0]
+        fitted = [auto.auto_algorithm("all_reduce", r["size"], n, Settings().one_shot_bytes)[0]
                   for r in rows]
     finally:
         auto.forget()
@@ -106,7 +107,7 @@ def test_without_a_fit_a_hint_and_no_columns(tmp_path):
     assert "# no fitted cost model: `mpiexec -n 2 python -m dpcore.cost fit`" in stdout
     for row in doc["rows"]:
         assert "pred_us" not in row and "model_err%" not in row
-        assert row["algo_used"] in comm.ALGORITHM_NAMES.values()
+        assert row["algo_used"] in ALGORITHM_NAMES.values()
     assert "model" not in doc
 
 

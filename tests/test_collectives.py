@@ -1,40 +1,52 @@
-"""Exact results of every collective on 1 to 4 ranks (4 ranks oversubscribe a 2-core machine),
-checked against MPI's own collectives and NumPy. Each test is one mpiexec launch of a script in
-tests/scripts/ that runs thousands of checks and lists every mismatch it finds."""
+"""Exact results of every collective on every transport (transport_configs.py), checked
+against MPI's own collectives and NumPy. Each test is one mpiexec launch of a script in
+tests/scripts/ that runs thousands of checks and lists every mismatch it finds. Shared memory
+runs the whole matrix; the transports between nodes, whose every call is slower here, run a
+sample of dtype x op pairs and counts up to 100003."""
 import pytest
 
 from mpi_helpers import run_ok
+from transport_configs import CONFIGS, EACH_PATH
 
-RANKS = [1, 2, 3, 4]
+pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("n", RANKS)
-def test_all_reduce_and_reduce_scatter(n):
+def matrix_args(config):
+    """The scripts' MAX_COUNT and case set for this transport."""
+    return ("all", "all") if config.shm else (100_003, "few")
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_all_reduce_and_reduce_scatter(config):
     """Every dtype x op x algorithm, counts 0, 1, primes, uneven and several ring segments long;
     in place, N-D input, and all_gather(reduce_scatter(x)) == all_reduce(x).ravel()."""
-    run_ok("reductions.py", n)
+    run_ok("reductions.py", config.ranks, *matrix_args(config), env=config.env)
 
 
-@pytest.mark.parametrize("n", RANKS)
-def test_all_gather_broadcast_and_barrier(n):
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_all_gather_broadcast_and_barrier(config):
     """Uneven and empty shards with and without out=, in place; broadcast from every root."""
-    run_ok("gather_broadcast.py", n)
+    run_ok("gather_broadcast.py", config.ranks, *matrix_args(config), env=config.env)
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_with_tiny_ring_segments(n):
-    """The same checks (counts up to 20000) with 1000-byte FIFO slots (not a multiple of 8
-    bytes) and only two of them: dozens of ring rounds per call, the tightest flow control."""
-    env = {"DPCORE_SLOT_BYTES": "1000", "DPCORE_FIFO_SLOTS": "2"}
-    run_ok("reductions.py", n, 20000, env=env)
-    run_ok("gather_broadcast.py", n, 20000, env=env)
+TINY = {k: c for k, c in EACH_PATH.items() if c.ranks in (2, 3) or not c.shm}
 
 
-@pytest.mark.parametrize("n", RANKS)
-def test_async_ops_complete_in_order(n):
+@pytest.mark.parametrize("config", TINY.values(), ids=TINY)
+def test_with_tiny_ring_segments(config):
+    """The same checks (counts up to 20000) with 1000-byte slots (not a multiple of 8 bytes) and
+    only two of them: dozens of ring rounds per call, the tightest flow control."""
+    env = {**config.env, "DPCORE_SLOT_BYTES": "1000", "DPCORE_FIFO_SLOTS": "2"}
+    cases = "all" if config.shm else "few"
+    run_ok("reductions.py", config.ranks, 20000, cases, env=env)
+    run_ok("gather_broadcast.py", config.ranks, 20000, cases, env=env)
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_async_ops_complete_in_order(config):
     """Several async collectives in flight, waited for in reverse; done(); a blocking call
     queued behind async ones on the same buffer."""
-    run_ok("async_ops.py", n)
+    run_ok("async_ops.py", config.ranks, env=config.env)
 
 
 @pytest.mark.parametrize("n", [1, 3, 4])
@@ -42,4 +54,3 @@ def test_several_communicators_interleaved(n):
     """COMM_WORLD twice and a renumbered Split of it, collectives interleaved, blocking and
     async; close() and the context manager."""
     run_ok("communicators.py", n)
-

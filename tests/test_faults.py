@@ -1,10 +1,10 @@
 """Failures become dpcore.CommError on every rank, quickly, and leave no shared memory behind
 (the autouse fixture in conftest.py compares /dev/shm/dpcore-* before and after each test):
 
-- ranks that call different collectives (name, count, dtype, op, root, algorithm);
-- a rank that SIGKILLs itself, between or during collectives;
-- a rank that stalls past the timeout;
-- a rank that closes its communicator while the others wait for it.
+- ranks that call different collectives (name, count, dtype, op, root, algorithm), or a rank
+  that never comes, on every transport;
+- on shared memory: a rank that SIGKILLs itself, between or during collectives; a rank that
+  stalls past the timeout; a rank that closes its communicator while the others wait for it.
 """
 import os
 import re
@@ -13,20 +13,31 @@ import sys
 import pytest
 
 from mpi_helpers import SCRIPTS, rank_lines, run_ok, run_script
+from transport_configs import CONFIGS
+
+pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4])
-def test_mismatched_calls_raise_on_every_rank(n):
-    """Rank 0 calls something else than the others; every rank raises CommError with
-    'dpcore <its collective> #3 on rank <r>: mismatch: ...' naming the other side."""
-    output = run_ok("mismatch.py", n)
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
+    """Rank 0 calls something else than the others (blocking and async); every rank raises
+    CommError with 'dpcore <its collective> #3 on rank <r>: mismatch: ...' naming the other
+    side, and the broken communicator refuses more. A rank that never comes is named by every
+    other rank's CommError once the timeout runs out. On every transport alike."""
+    n = config.ranks
+    output = run_ok("mismatch.py", n, env=config.env)
     errors = re.findall(r"^rank (\d+): error (.+?) \| (.*)$", output, re.MULTILINE)
-    kinds = {kind for _, kind, _ in errors}
-    assert "all_gather out too long" in kinds
+    reported = {}  # kind of fault: the ranks that reported it
+    for r, kind, _ in errors:
+        reported.setdefault(kind, set()).add(int(r))
+    assert reported.pop("all_gather out too long") == set(range(n)), output
     if n > 1:
-        assert {"collective", "count", "dtype", "op", "root", "algo"} <= kinds
-        for kind in kinds:  # every rank reported every kind
-            assert {int(r) for r, k, _ in errors if k == kind} == set(range(n)), kind
+        assert reported.pop("timeout") == set(range(1, n)), output  # rank 0 never came
+        assert set(reported) == {"collective", "count", "dtype", "op", "root", "algo",
+                                 "ring count", "reduce_scatter op", "reduce_scatter dtype",
+                                 "async count"}, output
+        for kind, ranks in reported.items():
+            assert ranks == set(range(n)), (kind, output)
 
 
 @pytest.mark.parametrize("n, when", [(2, "between"), (3, "between"), (3, "during"),

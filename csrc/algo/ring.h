@@ -8,57 +8,33 @@
 //   recvCopySend(dst)                take, keep in dst, push on
 //   copySend(src, dst)               keep src in dst, push on
 //
-// Vocabulary: a chunk is one rank's share of the buffer (shardRange), a segment is the
-// pipelining unit inside a chunk (one FIFO slot), a step is one hop around the ring. The buffer
-// is moved in rounds: round i carries segment i of every chunk through all the steps, so a FIFO
-// of a few slots suffices however large the buffer is.
+// Vocabulary: a chunk is one rank's share of the buffer (ChunkLayout), a segment is the
+// pipelining unit inside a chunk (one slot of the transport), a step is one hop around the ring.
+// The buffer is moved in rounds: round i carries segment i of every chunk through all the
+// steps, so a few slots suffice however large the buffer is.
 //
-//   all-reduce, n ranks, S bytes: n-1 reduce-scatter steps then n-1 all-gather steps;
-//   each rank sends 2(n-1)/n * S.
+//   all-reduce, n ranks, S bytes: the n-1 reduce-scatter steps, then the n-1 all-gather steps
+//   (the first of them fused with the last reduction); each rank sends 2(n-1)/n * S.
 //   reduce-scatter: n-1 steps, (n-1)/n * S.  all-gather: n-1 steps, (n-1)/n * S (S = output).
 //   broadcast: a pipelined chain from the root, S per link.
+//
+// Pointers are bytes (elemSize per element); in == out is in place. Host and device code alike:
+// no allocation, no standard library on these paths.
 #pragma once
 
 #include <cstddef>
-#include <vector>
 
-#include "dpcore/ring.h"
+#include "core/task.h"
+#include "dpcore/chunks.h"
 
 namespace dpcore {
-
-// Where chunk c lives in the buffer, in elements.
-struct ChunkLayout {
-  std::vector<Range> chunks;
-
-  static ChunkLayout even(size_t count, int n) {  // shard_range split, for reductions
-    ChunkLayout l;
-    for (int c = 0; c < n; ++c) l.chunks.push_back(shardRange(count, n, c));
-    return l;
-  }
-  static ChunkLayout fromCounts(const std::vector<size_t>& counts) {  // all-gather shards
-    ChunkLayout l;
-    size_t start = 0;
-    for (size_t c : counts) { l.chunks.push_back(Range{start, start + c}); start += c; }
-    return l;
-  }
-  size_t maxChunk() const {
-    size_t m = 0;
-    for (const Range& r : chunks) m = r.size() > m ? r.size() : m;
-    return m;
-  }
-  // Segment `round` of chunk c, as an element range of the whole buffer.
-  Range segment(int c, size_t round, size_t rounds) const {
-    Range s = shardRange(chunks[c].size(), static_cast<int>(rounds), static_cast<int>(round));
-    return Range{chunks[c].start + s.start, chunks[c].start + s.stop};
-  }
-};
 
 // The reduce-scatter half of a round, up to its last step: push our data of chunk r-1 (step 0),
 // then add our data to each partial sum that arrives and pass it on (steps 1 .. n-2). What
 // arrives next is chunk r, which only our data is missing.
-template <class Prims, class Segment>
-void reduceScatterSteps(Prims& p, const char* in, size_t elemSize, int rank, int n,
-                        Segment seg) {
+template <class Prims>
+DP_HOST_DEVICE void reduceScatterSteps(Prims& p, const char* in, size_t elemSize, int rank, int n,
+                                       const RoundSegments& seg) {
   Range s = seg(reduceScatterSendChunk(rank, 0, n));
   p.send(in + s.start * elemSize, s.size());
   for (int step = 1; step < n - 1; ++step) {
@@ -67,38 +43,43 @@ void reduceScatterSteps(Prims& p, const char* in, size_t elemSize, int rank, int
   }
 }
 
-// in and out are whole buffers (byte pointers, elemSize bytes per element); in == out is in place.
+// The all-gather half of a round after its first step (which pushed chunk r on): keep each
+// finished chunk that arrives and forward it (n-2 steps); chunk r+1 ends its trip here.
 template <class Prims>
-void ringAllReduce(Prims& p, const char* in, char* out, size_t count, size_t elemSize,
-                   int rank, int n, size_t segmentCount) {
-  ChunkLayout layout = ChunkLayout::even(count, n);
-  size_t rounds = numSegments(layout.maxChunk(), segmentCount);
+DP_HOST_DEVICE void allGatherSteps(Prims& p, char* out, size_t elemSize, int rank, int n,
+                                   const RoundSegments& seg) {
+  for (int step = 1; step < n - 1; ++step) {
+    Range s = seg(allGatherRecvChunk(rank, step - 1, n));
+    p.recvCopySend(out + s.start * elemSize, s.size());
+  }
+  Range s = seg(allGatherRecvChunk(rank, n - 2, n));
+  p.recv(out + s.start * elemSize, s.size());
+}
+
+template <class Prims>
+DP_HOST_DEVICE void ringAllReduce(Prims& p, const char* in, char* out, size_t count,
+                                  size_t elemSize, int rank, int n, size_t segmentCount) {
+  const ChunkLayout layout = ChunkLayout::even(count, n);
+  const size_t rounds = numSegments(layout.maxChunk(), segmentCount);
   for (size_t round = 0; round < rounds; ++round) {
-    auto seg = [&](int chunk) { return layout.segment(chunk, round, rounds); };
+    const RoundSegments seg{layout, round, rounds};
     reduceScatterSteps(p, in, elemSize, rank, n, seg);
-    // step n-1: chunk r is complete here; keep it and start its trip around the ring
+    // chunk r is complete here: keep it and start its trip around the ring
     Range s = seg(rank);
     p.recvReduceCopySend(in + s.start * elemSize, out + s.start * elemSize, s.size());
-    // n-2 steps: keep each finished chunk that arrives and forward it
-    for (int step = 1; step < n - 1; ++step) {
-      s = seg(allGatherRecvChunk(rank, step - 1, n));
-      p.recvCopySend(out + s.start * elemSize, s.size());
-    }
-    // last step: chunk r+1 ends its trip here
-    s = seg(allGatherRecvChunk(rank, n - 2, n));
-    p.recv(out + s.start * elemSize, s.size());
+    allGatherSteps(p, out, elemSize, rank, n, seg);
   }
 }
 
 // out holds chunk `rank` only (shardRange(count, n, rank)); in is the whole input.
 template <class Prims>
-void ringReduceScatter(Prims& p, const char* in, char* out, size_t count, size_t elemSize,
-                       int rank, int n, size_t segmentCount) {
-  ChunkLayout layout = ChunkLayout::even(count, n);
-  size_t rounds = numSegments(layout.maxChunk(), segmentCount);
-  size_t outStart = layout.chunks[rank].start;
+DP_HOST_DEVICE void ringReduceScatter(Prims& p, const char* in, char* out, size_t count,
+                                      size_t elemSize, int rank, int n, size_t segmentCount) {
+  const ChunkLayout layout = ChunkLayout::even(count, n);
+  const size_t rounds = numSegments(layout.maxChunk(), segmentCount);
+  const size_t outStart = layout.chunk(rank).start;
   for (size_t round = 0; round < rounds; ++round) {
-    auto seg = [&](int chunk) { return layout.segment(chunk, round, rounds); };
+    const RoundSegments seg{layout, round, rounds};
     reduceScatterSteps(p, in, elemSize, rank, n, seg);
     // last step: chunk r is complete and stays here
     Range s = seg(rank);
@@ -106,33 +87,28 @@ void ringReduceScatter(Prims& p, const char* in, char* out, size_t count, size_t
   }
 }
 
-// in is this rank's shard (counts[rank] elements), out the concatenation of all shards.
+// in is this rank's shard, out the concatenation of all shards: offsets[c] .. offsets[c + 1].
 template <class Prims>
-void ringAllGather(Prims& p, const char* in, char* out, const std::vector<size_t>& counts,
-                   size_t elemSize, int rank, int n, size_t segmentCount) {
-  ChunkLayout layout = ChunkLayout::fromCounts(counts);
-  size_t rounds = numSegments(layout.maxChunk(), segmentCount);
-  size_t inStart = layout.chunks[rank].start;
+DP_HOST_DEVICE void ringAllGather(Prims& p, const char* in, char* out, const size_t* offsets,
+                                  size_t elemSize, int rank, int n, size_t segmentCount) {
+  const ChunkLayout layout = ChunkLayout::shards(offsets, n);
+  const size_t rounds = numSegments(layout.maxChunk(), segmentCount);
+  const size_t inStart = layout.chunk(rank).start;
   for (size_t round = 0; round < rounds; ++round) {
-    auto seg = [&](int chunk) { return layout.segment(chunk, round, rounds); };
+    const RoundSegments seg{layout, round, rounds};
     // step 0: place our shard and push it to the next rank
     Range s = seg(rank);
     p.copySend(in + (s.start - inStart) * elemSize, out + s.start * elemSize, s.size());
-    for (int step = 1; step < n - 1; ++step) {
-      s = seg(allGatherRecvChunk(rank, step - 1, n));
-      p.recvCopySend(out + s.start * elemSize, s.size());
-    }
-    s = seg(allGatherRecvChunk(rank, n - 2, n));
-    p.recv(out + s.start * elemSize, s.size());
+    allGatherSteps(p, out, elemSize, rank, n, seg);
   }
 }
 
 // A chain root -> root+1 -> ... -> root-1, pipelined by segments; buf is in place everywhere.
 template <class Prims>
-void ringBroadcast(Prims& p, char* buf, size_t count, size_t elemSize, int rank, int n, int root,
-                   size_t segmentCount) {
-  int position = ringMod(static_cast<long long>(rank) - root, n);
-  size_t rounds = numSegments(count, segmentCount);
+DP_HOST_DEVICE void ringBroadcast(Prims& p, char* buf, size_t count, size_t elemSize, int rank,
+                                  int n, int root, size_t segmentCount) {
+  const int position = ringMod(static_cast<long long>(rank) - root, n);
+  const size_t rounds = numSegments(count, segmentCount);
   for (size_t round = 0; round < rounds; ++round) {
     Range s = shardRange(count, static_cast<int>(rounds), static_cast<int>(round));
     char* seg = buf + s.start * elemSize;
@@ -140,6 +116,44 @@ void ringBroadcast(Prims& p, char* buf, size_t count, size_t elemSize, int rank,
     else if (position == n - 1) p.recv(seg, s.size());
     else p.recvCopySend(seg, s.size());
   }
+}
+
+// One ring collective as a rank runs it: the task, where the rank sits, the all-gather's shards
+// (offsets[c] .. offsets[c + 1] of the output) and the elements of a segment.
+struct RingCall {
+  Task task;
+  int rank;
+  int n;  // >= 2
+  const size_t* offsets;
+  size_t segmentCount;
+};
+
+template <class Prims>
+DP_HOST_DEVICE void ringCollective(Prims& p, const RingCall& call) {
+  const Task& task = call.task;
+  const size_t elem = dtypeSize(task.dtype);
+  auto in = static_cast<const char*>(task.in);
+  auto out = static_cast<char*>(task.out);
+  const int rank = call.rank, n = call.n;
+  switch (task.coll) {
+    case Coll::kAllReduce:
+      return ringAllReduce(p, in, out, task.count, elem, rank, n, call.segmentCount);
+    case Coll::kReduceScatter:
+      return ringReduceScatter(p, in, out, task.count, elem, rank, n, call.segmentCount);
+    case Coll::kAllGather:
+      return ringAllGather(p, in, out, call.offsets, elem, rank, n, call.segmentCount);
+    case Coll::kBroadcast:
+      return ringBroadcast(p, out, task.count, elem, rank, n, task.root, call.segmentCount);
+    case Coll::kBarrier:
+      return;
+  }
+}
+
+// Verbs per round, for the trace's step labels: the 2(n-1) hops of an all-reduce take 2n-1
+// verbs (the first only sends, the last only receives), reduce-scatter and all-gather n, a
+// broadcast chain 1.
+DP_HOST_DEVICE inline int ringVerbsPerRound(Coll coll, int n) {
+  return coll == Coll::kAllReduce ? 2 * n - 1 : coll == Coll::kBroadcast ? 1 : n;
 }
 
 }  // namespace dpcore

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "dpcore/types.h"
+#include "core/call.h"
 
 namespace dpcore {
 
@@ -58,16 +58,14 @@ struct ShmConfig {
   int fifoSlots;        // depth of each FIFO
   size_t slotBytes;     // bytes per FIFO slot: the segment size of the ring
   size_t oneShotBytes;  // largest per-rank payload of the one-shot algorithm
-  bool tune = true;     // auto past one-shot: timed (cpu/tuner.h); false: fixed thresholds
 };
 
 class ShmLayout {
  public:
   // Data in a slot starts at the same offset modulo 4 KiB as the user buffer it is copied to or
-  // from (each rank publishes that offset in its header). A copy whose destination sits a few
-  // bytes above its source modulo 4 KiB stalls on false store-to-load aliasing: measured here,
-  // a 64 KiB copy from a page-aligned slot into a NumPy array (data at 16 mod 4096) ran at a
-  // fifth of the speed of the same copy with both at the same offset.
+  // from (each rank publishes that offset in its header): a copy whose destination sits a few
+  // bytes above its source modulo 4 KiB stalls on false store-to-load aliasing
+  // (benchmarks/results/2026-12-01-structure.md, "Numbers the comments used to quote").
   static constexpr size_t kAlignSpan = 4096;
   static uint32_t alignOf(const void* p) {
     return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) % kAlignSpan);

@@ -1,15 +1,13 @@
-// How a rank waits for a peer: spin briefly (a peer on another core answers within
-// microseconds), then sleep on this rank's doorbell futex until a peer posts (Doorbell,
-// shm_layout.h). Sleeping, not yielding: a yield hands the core to whatever else is runnable
-// for a whole time slice (milliseconds), such as the backward pass on the thread that queued
-// an async all-reduce, which then crawled one handoff per slice (4 MiB took 4-14 ms beside a
-// matmul loop, 0.2-0.5 ms alone); a woken sleeper runs at once. Only where the ranks
-// outnumber the cores does a rank yield first, after a shorter spin, for up to 20 ms: there
-// the peer it waits for is likely waiting for its core, and a yield hands it over without the
-// two system calls of a sleep and a wake (4 ranks on 2 cores, both after 256 spins: 8-byte
-// all-reduce 13 us yielding, 30 us sleeping).
-// While waiting it watches the deadline, the abort flag and the peers' liveness, so no
-// failure becomes a hang.
+// How a rank of the shared-memory transport waits for a peer: spin briefly (a peer on another
+// core answers within microseconds), then sleep on this rank's doorbell futex until a peer posts
+// (Doorbell, shm_layout.h). Sleeping, not yielding: a yield hands the core to whatever else is
+// runnable for a whole time slice, such as the backward pass on the thread that queued an async
+// all-reduce. Only where the ranks outnumber the cores does a rank yield first, after a shorter
+// spin: there the peer it waits for is likely waiting for its core, and a yield hands it over
+// without the two system calls of a sleep and a wake. (The measurements behind both choices:
+// benchmarks/results/2026-12-01-structure.md, "Numbers the comments used to quote".)
+// While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
+// becomes a hang.
 #pragma once
 
 #include <linux/futex.h>
@@ -20,7 +18,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <sstream>
 
 namespace dpcore {
 
@@ -45,7 +42,7 @@ inline void futexWakeAll(std::atomic<uint32_t>* word) {
 // The poster's half of the handshake in waitUntil: the fence orders the counter just posted
 // before the load of `sleeping`, as the sleeper's fence orders `sleeping` before its last
 // look at the counter, so one of the two always sees the other.
-inline void ShmComm::wakeIfAsleep(int r) {
+inline void ShmTransport::wakeIfAsleep(int r) {
   Doorbell& bell = layout_.rank(base_, r)->doorbell;
   if (bell.sleeping.load(std::memory_order_relaxed)) {
     bell.count.fetch_add(1, std::memory_order_release);
@@ -53,12 +50,12 @@ inline void ShmComm::wakeIfAsleep(int r) {
   }
 }
 
-inline void ShmComm::notify(int r) {
+inline void ShmTransport::notify(int r) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   wakeIfAsleep(r);
 }
 
-inline void ShmComm::notifyAll() {
+inline void ShmTransport::notifyAll() {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence serves every peer's bell
   for (int r = 0; r < config_.size; ++r) {
     if (r != rank_) wakeIfAsleep(r);
@@ -66,11 +63,9 @@ inline void ShmComm::notifyAll() {
 }
 
 template <class Ready, class Blame>
-void ShmComm::waitUntil(Ready ready, Blame blame) {
-  // Where the ranks outnumber the cores, the peer awaited is likely waiting for this core:
-  // spinning only delays the yield that hands it over (4 ranks on 2 cores: an 8-byte
-  // all_reduce took 12 us after 256 spins, 6 us after 16).
+void ShmTransport::waitUntil(Ready ready, Blame blame) {
   const int spins = oversubscribed_ ? 16 : 256;
+  constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
   for (int i = 0; i < spins; ++i) {
     if (ready()) return;
@@ -84,17 +79,14 @@ void ShmComm::waitUntil(Ready ready, Blame blame) {
     const auto now = std::chrono::steady_clock::now();
     if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) {
       std::string trouble = peerTrouble();
+      // a peer's trouble comes after everything it did post: look once more before giving up
       if (!trouble.empty()) {
         if (ready()) return;
-        fail(trouble);
+        call_->fail(trouble);
       }
     }
-    if (now > deadline_) {
-      std::ostringstream why;
-      why << "timed out after " << timeout_ << " s waiting for " << blame();
-      fail(why.str());
-    }
-    if (oversubscribed_ && now - start < std::chrono::milliseconds(20)) {
+    if (call_->expired(now)) call_->fail(call_->timedOut(blame()));
+    if (oversubscribed_ && now - start < kYieldFor) {
       sched_yield();
       continue;
     }

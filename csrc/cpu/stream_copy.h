@@ -1,16 +1,10 @@
 // A copy whose stores bypass the cache (non-temporal stores), for destinations too large to stay
 // in it. An ordinary copy reads each line of the destination before it overwrites it, so past
 // the cache it moves 3 bytes for every 2 it copies; this one moves 2. glibc's memcpy streams
-// too, but only past 3/4 of the last-level cache that cpuid reports, which on the development
-// VM is the host's 384 MiB, not the 32 MiB its cores share (sysfs): past 288 MiB.
-//
-// Streaming is slower where the destination would have stayed in cache. Measured on that VM,
-// 2 ranks, direct on comm.alloc buffers, in place (algbw GB/s, streaming against memcpy):
-//   all_gather  8 MiB: 31-32 against 47-52; 16 MiB: even; 32 MiB: 26 against 18-19;
-//               64-256 MiB: 25-27 against 15-20
-//   broadcast   16 MiB: 30 against 23; 64-256 MiB: 21-25 against 18-19
-//   all_reduce  64 MiB: 11.6-11.8 against 9.3-10.4
-// (benchmarks/results/2026-12-01-cpu.md, "Night").
+// too, but only past 3/4 of the last-level cache that cpuid reports, which on a VM can be the
+// host's, many times what its cores share. Streaming is slower where the destination would have
+// stayed in cache, hence the threshold below (measurements: benchmarks/results/2026-12-01-cpu.md,
+// "Night").
 #pragma once
 
 #include <cstddef>

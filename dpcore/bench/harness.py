@@ -28,9 +28,8 @@ import sys
 import numpy as np
 
 from .. import _C
-from .. import comm as comm_module
 from ..comm import Communicator
-from ..dtypes import DTYPES, parse_dtype
+from ..dtypes import ALGORITHM_NAMES, DTYPES, parse_dtype
 from ..sharding import shard_range
 from .blocks import timed
 from .collectives import COLLECTIVES, Case, dtype_name, mpi_supported
@@ -370,14 +369,9 @@ def algo_used(comm, coll_name, nbytes, algo):
     whole buffer S): `algo` itself, or what "auto" picks."""
     if algo != "auto":
         return algo
-    try:
-        code = comm._algo("auto", nbytes, coll_name)
-    except TypeError:  # a Communicator whose auto looks at the size only
-        code = comm._algo("auto", nbytes)
-    return _ALGO_NAMES[code]
+    return ALGORITHM_NAMES[comm._algo("auto", nbytes, coll_name)]
 
 
-_ALGO_NAMES = comm_module.ALGORITHM_NAMES
 _LARGE = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)
 
 

@@ -6,7 +6,8 @@ from, in this order:
   1. DPCORE_ONE_SHOT_MAX, when set in the environment: one_shot up to it (the user said so);
   2. the fitted cost model (`python -m dpcore.cost fit`, read by dpcore.cost.load()): one_shot
      where its predicted time beats the ring's, i.e. below their crossover;
-  3. the built-in default: one_shot up to dpcore.comm._ONE_SHOT_MAX (4 KiB).
+  3. the built-in default: one_shot up to ONE_SHOT_MAX (4 KiB), or where the ranks of a node
+     outnumber its cores, ONE_SHOT_MAX_OVERSUBSCRIBED (default_one_shot_max).
 and never past one_shot_limit, the most its shared slot holds. The band is computed once per
 (collective, ranks, limit, transport) (about a hundred model predictions). A Communicator
 keeps bands() for its (ranks, limit, transport), a {collective: (lo, hi)} dict, so its hot
@@ -23,11 +24,19 @@ import math
 import os
 import sys
 
+from .. import settings
 from .choose import crossover, predict
 from .params import default_path, load
 from .units import fmt_bytes, fmt_time
 
-EXPLAIN = os.environ.get("DPCORE_EXPLAIN_AUTO", "") not in ("", "0")
+# Without a fitted cost model, auto switches from one_shot to the ring above this many bytes per
+# rank: where the two cross on the development VM with 2 ranks on its 2 cores; with 3 or 4
+# ranks sharing them, every ring step waits for a context switch and they cross far later
+# (benchmarks/auto_vs_fixed.py; benchmarks/results/2026-12-01-structure.md).
+ONE_SHOT_MAX = 4 << 10
+ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
+
+EXPLAIN = settings.load().explain_auto
 _NEVER = (1, 0)          # an empty band: ring at every size
 _BANDS = {}              # (coll, n, one_shot_limit, transport) -> (lo, hi, rule)
 _SHARED = {}             # (n, one_shot_limit, transport) -> {coll: (lo, hi)}, held by callers
@@ -119,17 +128,24 @@ def agree(mpi_comm):
 
 # -- computing the band, once ---------------------------------------------------------------
 
+def default_one_shot_max(n, transport=None):
+    """auto's one_shot limit without a fitted model: larger where n ranks of this node
+    outnumber the cores it may run on."""
+    crowded = transport in (None, "shm") and n > len(os.sched_getaffinity(0))
+    return ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else ONE_SHOT_MAX
+
+
 def _compute_band(coll, n, limit, transport):
-    env = os.environ.get("DPCORE_ONE_SHOT_MAX")
-    if env is not None:
-        return 0, min(int(env), limit), ("env", int(env))
+    forced = settings.load().one_shot_max
+    if forced is not None:
+        return 0, min(forced, limit), ("env", forced)
     params, source, fitted_on = model()
     usable = params is not None and {"one_shot", "ring"} <= set(params)
     if usable and transport is not None and fitted_on is not None and fitted_on != transport:
-        return 0, min(_default_max(n, transport), limit), ("other_transport", fitted_on,
+        return 0, min(default_one_shot_max(n, transport), limit), ("other_transport", fitted_on,
                                                             transport)
     if not usable:
-        return 0, min(_default_max(n, transport), limit), ("default", None)
+        return 0, min(default_one_shot_max(n, transport), limit), ("default", None)
     x = crossover(coll, "one_shot", "ring", n, params)
     one_shot_small = (predict(coll, "one_shot", 1, n, params) <=
                       predict(coll, "ring", 1, n, params))
@@ -140,12 +156,6 @@ def _compute_band(coll, n, limit, transport):
     else:
         lo, hi = (math.ceil(x), limit) if math.ceil(x) <= limit else _NEVER
     return lo, hi, ("fitted", x, one_shot_small, source)
-
-
-def _default_max(n, transport):
-    from .. import comm  # loaded already whenever a Communicator asks
-
-    return comm.default_one_shot_max(n, transport)
 
 
 def _fitted_transport(path):
@@ -175,7 +185,7 @@ def _reason(algo, rule, coll, nbytes, n, limit, transport):
         why = ("no fitted cost model; `mpiexec -n N python -m dpcore.cost fit` makes one"
                if kind == "default" else
                f"the cost model was fitted on transport {rule[1]}, this is {rule[2]}")
-        return (f"{algo}: {size} {side} {kib(_default_max(n, transport))}, the default switch "
+        return (f"{algo}: {size} {side} {kib(default_one_shot_max(n, transport))}, the default switch "
                 f"({why})")
     _, x, one_shot_small, source = rule
     params = model()[0]
@@ -197,5 +207,5 @@ def _explain(coll, nbytes, n, limit, rank, transport):
         print(f"dpcore auto: {reason}", file=sys.stderr, flush=True)
 
 
-__all__ = ["agree", "auto_algorithm", "auto_code", "band", "bands", "fill", "forget", "model",
-           "use_params"]
+__all__ = ["ONE_SHOT_MAX", "ONE_SHOT_MAX_OVERSUBSCRIBED", "agree", "auto_algorithm", "auto_code",
+           "band", "bands", "default_one_shot_max", "fill", "forget", "model", "use_params"]

@@ -160,9 +160,7 @@ def sweep(comm, quick=False):
     loop, taken by the slowest rank (a collective ends with its last rank).
     Repeats go round-robin over all sizes, so a burst of noise from another process spoils one
     repeat of many sizes (which the median drops) instead of every repeat of one size."""
-    from .. import comm as comm_module
-
-    limit = getattr(comm_module, "_ONE_SHOT_BYTES", 256 << 10)  # one_shot's slot, per rank
+    limit = comm.one_shot_bytes  # one_shot's slot, per rank
     sizes = {algo: sizes_for(algo, comm.size, quick, limit) for algo in algorithms(comm)}
     buffer = np.ones(max(max(s) for s in sizes.values()) // 4, np.float32)  # one for all
     configs = []

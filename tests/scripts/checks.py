@@ -21,6 +21,17 @@ DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "uint8"
 if BFLOAT16 is not None:
     DTYPES.append(BFLOAT16)
 
+# A sample for the transports whose every call is slow here (MPI with ranks sharing cores):
+# each dtype's arithmetic (16-bit floats, wrapping integers) and each op at least once.
+_F16, _F32, _I64 = (np.dtype(t) for t in ("float16", "float32", "int64"))
+FEW_REDUCTIONS = [(_F16, "sum"), (_F16, "avg"), (_F16, "max"), (_F32, "sum"), (_F32, "prod"),
+                  (_F32, "avg"), (np.dtype("float64"), "min"), (np.dtype("int8"), "sum"),
+                  (np.dtype("int32"), "prod"), (_I64, "max")]
+FEW_DTYPES = [_F16, _F32, _I64]
+if BFLOAT16 is not None:
+    FEW_REDUCTIONS.append((BFLOAT16, "sum"))
+    FEW_DTYPES.append(BFLOAT16)
+
 # What MPI itself can reduce (mpi4py knows neither float16 nor bfloat16 as MPI types).
 MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "uint8", "int32", "int64")}
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}

@@ -1,7 +1,9 @@
 """all_gather, broadcast and barrier against MPI's Allgatherv and Bcast, exactly: every dtype,
-both algorithms, uneven and empty shards (with and without out=), in place, every root.
+both algorithms, uneven and empty shards (with and without out=), in place, every root. On any
+transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
 
-Usage: mpiexec -n K python -m mpi4py gather_broadcast.py [MAX_COUNT]   (skips larger counts)
+Usage: mpiexec -n K python -m mpi4py gather_broadcast.py [MAX_COUNT [few]]
+  MAX_COUNT skips larger counts; few: a sample of the dtypes (checks.FEW_DTYPES)
 """
 import sys
 import time
@@ -10,9 +12,10 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import Checker, DTYPES, make_input, mpi_allgatherv, mpi_bcast
+from checks import Checker, DTYPES, FEW_DTYPES, make_input, mpi_allgatherv, mpi_bcast
 
-max_count = int(sys.argv[1]) if len(sys.argv) > 1 else None
+max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
+dtypes = FEW_DTYPES if len(sys.argv) > 2 and sys.argv[2] == "few" else DTYPES
 world = MPI.COMM_WORLD
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
@@ -33,7 +36,7 @@ def shard_sizes(total):
 
 
 # all_gather: the concatenation of every rank's shard, in rank order.
-for dtype in DTYPES:
+for dtype in dtypes:
     segment = (64 << 10) // dtype.itemsize
     for total in capped([0, 1, 7, 1009, 2 * size * segment + 3]):
         for pattern, sizes in shard_sizes(total):
@@ -55,7 +58,7 @@ for dtype in DTYPES:
                 check.equal(out, want, f"all_gather from its own slice of out, {label}")
 
 # broadcast: in place from every root; other ranks start with garbage.
-for dtype in DTYPES:
+for dtype in dtypes:
     segment = (64 << 10) // dtype.itemsize
     for count in capped([0, 1, 7, 1009, 3 * segment + 11]):
         for root in range(size):

@@ -1,11 +1,15 @@
-"""Ranks that call different collectives (name, count, dtype, op, root, or an all_gather output
-that does not fit the shards) all get dpcore.CommError naming the collective, its sequence
-number and the ranks; nothing hangs, and a fresh communicator works afterwards.
+"""Ranks that call different collectives (name, count, dtype, op, root, algorithm, or an
+all_gather output that does not fit the shards), blocking or async, all get dpcore.CommError
+naming the collective, its sequence number and the ranks; the broken communicator then refuses
+work, blocking or async, instead of hanging; a rank that never arrives is named by the others'
+CommError once the timeout runs out; a fresh communicator works afterwards. The same on every
+transport (run under DPCORE_TRANSPORT / DPCORE_NODE_SIZE).
 
 Usage: mpiexec -n K python -m mpi4py mismatch.py
 Prints 'rank R: error KIND | MESSAGE' for every kind, then 'rank R: ok (...)'.
 """
 import re
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -37,10 +41,29 @@ KINDS = {
                    lambda c: c.all_reduce(np.ones(100_000 + odd, f32), algo="ring")),
     "reduce_scatter op": ("reduce_scatter", "reduce_scatter",
                           lambda c: c.reduce_scatter(np.ones(9, f32), op="min" if odd else "sum")),
+    "reduce_scatter dtype": ("reduce_scatter", "reduce_scatter",
+                             lambda c: c.reduce_scatter(np.ones(8, f32 if odd else np.float64))),
     "all_gather out too long": ("all_gather", "all_gather",
                                 lambda c: c.all_gather(np.ones(2, f32),
                                                        out=np.empty(2 * size + odd, f32))),
+    "async count": ("all_reduce", "all_reduce",
+                    lambda c: c.all_reduce(np.ones(5 + odd, f32), async_op=True).wait(30)),
 }
+
+
+def expect_error(kind, call, pattern):
+    """call() must raise CommError whose message matches pattern; returns the match."""
+    try:
+        call()
+        check.true(False, f"{kind}: no CommError on rank {rank}")
+        return None
+    except dpcore.CommError as e:
+        message = str(e)
+        say(rank, f"error {kind} | {message}")
+        m = re.match(pattern, message)
+        check.true(m is not None, f"{kind}: message format: {message}")
+        return m
+
 
 for kind, (name_on_0, name_on_others, call) in KINDS.items():
     if size == 1 and kind != "all_gather out too long":
@@ -48,32 +71,44 @@ for kind, (name_on_0, name_on_others, call) in KINDS.items():
     comm = dpcore.init(timeout=30)
     comm.all_reduce(np.ones(3, f32))  # #1
     comm.barrier()                    # #2
-    try:
-        call(comm)                    # #3
-        check.true(False, f"{kind}: no CommError on rank {rank}")
-    except dpcore.CommError as e:
-        message = str(e)
-        say(rank, f"error {kind} | {message}")
-        m = re.match(r"dpcore (\w+) #(\d+) on rank (\d+): mismatch: (.*)", message)
-        check.true(m is not None, f"{kind}: message format: {message}")
-        if m:
-            called = name_on_0 if odd else name_on_others
-            check.true(m.group(1) == called, f"{kind}: names {m.group(1)}, expected {called}")
-            check.true(m.group(2) == "3", f"{kind}: sequence number {m.group(2)}, expected 3")
-            check.true(m.group(3) == str(rank), f"{kind}: names rank {m.group(3)}")
-            if size > 1:  # ... and the rank it disagrees with
-                other = r"rank [1-9]\d* called" if odd else r"rank 0 called"
-                check.true(re.search(other, m.group(4)), f"{kind}: names the other rank: "
-                                                          f"{message}")
-    # Once broken, the communicator refuses further work instead of hanging.
-    try:
-        comm.all_reduce(np.ones(3, f32))
-        check.true(False, f"{kind}: a collective after the failure succeeded")
-    except dpcore.CommError:
-        pass
+    m = expect_error(kind, lambda: call(comm),  # #3
+                     r"dpcore (\w+) #(\d+) on rank (\d+): mismatch: (.*)")
+    if m:
+        called = name_on_0 if odd else name_on_others
+        check.true(m.group(1) == called, f"{kind}: names {m.group(1)}, expected {called}")
+        check.true(m.group(2) == "3", f"{kind}: sequence number {m.group(2)}, expected 3")
+        check.true(m.group(3) == str(rank), f"{kind}: names rank {m.group(3)}")
+        if size > 1:  # ... and the rank it disagrees with
+            other = r"rank [1-9]\d* called" if odd else r"rank 0 called"
+            check.true(re.search(other, m.group(4)), f"{kind}: names the other rank: {m.group(4)}")
+    # once broken, the communicator refuses further work, blocking or async, instead of hanging
+    for how, again in [("blocking", lambda: comm.all_reduce(np.ones(3, f32))),
+                       ("async", lambda: comm.all_reduce(np.ones(3, f32), async_op=True).wait(30))]:
+        try:
+            again()
+            check.true(False, f"{kind}: a {how} collective after the failure succeeded")
+        except dpcore.CommError as e:
+            check.true("unusable" in str(e), f"{kind}: {how} call after the failure: {e}")
+    comm.close()
+
+# A rank that never arrives: the others time out, naming it.
+if size > 1:
+    comm = dpcore.init(timeout=1)
+    comm.all_reduce(np.ones(3, f32))  # #1
+    if rank != 0:
+        start = time.monotonic()
+        # on shared memory the first rank to time out tells the others (aborted: ...)
+        expect_error("timeout", lambda: comm.all_reduce(np.ones(3, f32)),  # #2
+                     r"dpcore all_reduce #2 on rank (\d+): (aborted: dpcore all_reduce #2 on "
+                     r"rank \d+: )?timed out after 1 s waiting for rank 0\b")
+        waited = time.monotonic() - start
+        check.true(1 <= waited < 20, f"timeout: raised after {waited:.1f} s, timeout 1 s")
+    world.Barrier()
     comm.close()
 
 # A fresh communicator works.
 with dpcore.init() as comm:
     check.equal(comm.all_reduce(np.ones(5, f32)), np.full(5, size, f32), "fresh communicator")
+    check.equal(comm.all_reduce(np.ones(100_003, f32)), np.full(100_003, size, f32),
+                "fresh communicator, ring")
 check.finish()

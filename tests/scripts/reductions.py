@@ -1,8 +1,10 @@
 """all_reduce and reduce_scatter against MPI / NumPy, exactly: every dtype x op x algorithm over
 counts that are empty, tiny, prime, not divisible by the rank count, and several ring segments
-long; in place; N-D input; and all_gather(reduce_scatter(x)) == all_reduce(x).ravel().
+long; in place; N-D input; and all_gather(reduce_scatter(x)) == all_reduce(x).ravel(). On any
+transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
 
-Usage: mpiexec -n K python -m mpi4py reductions.py [MAX_COUNT]   (skips larger counts)
+Usage: mpiexec -n K python -m mpi4py reductions.py [MAX_COUNT [few]]
+  MAX_COUNT skips larger counts; few: a sample of dtype x op pairs (checks.FEW_REDUCTIONS)
 """
 import sys
 
@@ -10,9 +12,12 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import Checker, DTYPES, make_input, mpi_allreduce, ops_for, reference
+from checks import (Checker, DTYPES, FEW_REDUCTIONS, make_input, mpi_allreduce, ops_for,
+                    reference)
 
-max_count = int(sys.argv[1]) if len(sys.argv) > 1 else None
+max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
+few = len(sys.argv) > 2 and sys.argv[2] == "few"
+CASES = FEW_REDUCTIONS if few else [(dtype, op) for dtype in DTYPES for op in ops_for(dtype)]
 world = MPI.COMM_WORLD
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
@@ -39,34 +44,33 @@ def algos(nbytes):
             + (["direct"] if comm.direct else []))
 
 
-for dtype in DTYPES:
-    for op in ops_for(dtype):
-        for count in counts_for(dtype):
-            x, everyone = inputs(dtype, op, count)
-            want = reference(op, everyone)
-            from_mpi = mpi_allreduce(world, x, op)
-            if from_mpi is not None:
-                check.equal(from_mpi, want, f"reference vs MPI Allreduce {dtype} {op} {count}")
-            start, stop = dpcore.shard_range(count, size, rank)
-            for algo in algos(x.nbytes):
-                label = f"{dtype} {op} count={count} algo={algo}"
-                before = x.copy()
-                check.equal(comm.all_reduce(x, op=op, algo=algo), want, f"all_reduce {label}")
-                check.equal(x, before, f"all_reduce leaves its input alone, {label}")
-                shard = comm.reduce_scatter(x, op=op, algo=algo)
-                check.equal(shard, want[start:stop], f"reduce_scatter {label}")
-                # in place: out=x, and reduce_scatter into this rank's own slice of x
-                y = x.copy()
-                check.true(comm.all_reduce(y, op=op, out=y, algo=algo) is y,
-                           f"all_reduce(out=x) returns x, {label}")
-                check.equal(y, want, f"all_reduce in place {label}")
-                y = x.copy()
-                comm.reduce_scatter(y, op=op, out=y[start:stop], algo=algo)
-                check.equal(y[start:stop], want[start:stop],
-                            f"reduce_scatter into its own slice of x, {label}")
+for dtype, op in CASES:
+    for count in counts_for(dtype):
+        x, everyone = inputs(dtype, op, count)
+        want = reference(op, everyone)
+        from_mpi = mpi_allreduce(world, x, op)
+        if from_mpi is not None:
+            check.equal(from_mpi, want, f"reference vs MPI Allreduce {dtype} {op} {count}")
+        start, stop = dpcore.shard_range(count, size, rank)
+        for algo in algos(x.nbytes):
+            label = f"{dtype} {op} count={count} algo={algo}"
+            before = x.copy()
+            check.equal(comm.all_reduce(x, op=op, algo=algo), want, f"all_reduce {label}")
+            check.equal(x, before, f"all_reduce leaves its input alone, {label}")
+            shard = comm.reduce_scatter(x, op=op, algo=algo)
+            check.equal(shard, want[start:stop], f"reduce_scatter {label}")
+            # in place: out=x, and reduce_scatter into this rank's own slice of x
+            y = x.copy()
+            check.true(comm.all_reduce(y, op=op, out=y, algo=algo) is y,
+                       f"all_reduce(out=x) returns x, {label}")
+            check.equal(y, want, f"all_reduce in place {label}")
+            y = x.copy()
+            comm.reduce_scatter(y, op=op, out=y[start:stop], algo=algo)
+            check.equal(y[start:stop], want[start:stop],
+                        f"reduce_scatter into its own slice of x, {label}")
 
 # The composition identity, for sum over every dtype and a few counts.
-for dtype in DTYPES:
+for dtype in sorted({dtype for dtype, _ in CASES}, key=str):
     for count in [c for c in counts_for(dtype) if c <= 100_003]:
         x, _ = inputs(dtype, "sum", count)
         for algo in ["one_shot", "ring"] if x.nbytes <= (256 << 10) else ["ring"]:

@@ -1,7 +1,7 @@
-"""Async collectives on the between-node transports progress on their own: a rank that issues
-one and then computes (never polling) does not hold up a peer waiting in a blocking call;
-Work.wait(timeout) gives up with TimeoutError while a peer is late, and succeeds later; the
-background thread ends when idle and a new one starts for the next async call.
+"""Async collectives progress on their own, on every transport: a rank that issues one and then
+computes (never polling) does not hold up a peer waiting in a blocking call; Work.wait(timeout)
+gives up with TimeoutError while a peer is late, and succeeds later; async calls after an idle
+while still run.
 
 Usage: mpiexec -n K python -m mpi4py transport_async.py   (K >= 2)
 """
@@ -17,8 +17,6 @@ world = MPI.COMM_WORLD
 comm = dpcore.init(timeout=60)
 rank, size = comm.rank, comm.size
 check = Checker(rank)
-backend = comm._backend
-backend._queue._IDLE_SECONDS = 0.5  # before the first async call starts the thread
 x = np.arange(100_003, dtype=np.float32)
 want = x * size
 
@@ -51,12 +49,11 @@ else:
     world.Barrier()
     check.equal(comm.all_reduce(x, op="max"), x, "late all_reduce")
 
-# 3. The background thread ends when idle, and a new one serves the next async call.
-time.sleep(backend._queue._IDLE_SECONDS + 0.5)
-check.true(backend._queue._thread is None, "the background thread ended after idling")
+# 3. After an idle while, async calls run as before.
+time.sleep(1.0)
 works = [comm.all_reduce(x[:k], async_op=True) for k in (5, 50_000, 7)]
 for k, w in zip((5, 50_000, 7), works):
-    check.equal(w.wait(timeout=30), want[:k], f"async all_reduce of {k} after the thread ended")
+    check.equal(w.wait(timeout=30), want[:k], f"async all_reduce of {k} after an idle while")
 
 comm.close()
 check.finish()

@@ -1,10 +1,11 @@
-// Types shared by every layer: element types, reduction ops, and the collective header that
-// peers compare before they move any data.
+// The words every layer shares: element types, reduction ops, collectives and algorithms. Their
+// names are bound to Python once (bindings.cc), so dpcore/ never repeats a code.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+// Marks what the CPU and CUDA code both compile: the ring math and the ring's schedule.
 #if defined(__CUDACC__)
 #define DP_HOST_DEVICE __host__ __device__
 #else
@@ -13,7 +14,6 @@
 
 namespace dpcore {
 
-// Values are part of the Python contract (dpcore/dtypes.py mirrors them).
 enum class DType : int32_t {
   kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kFloat64 = 3,
   kInt8 = 4, kUInt8 = 5, kInt32 = 6, kInt64 = 7,
@@ -22,10 +22,18 @@ constexpr int kNumDTypes = 8;
 
 // kAvg is a sum whose last reduction also divides by the number of ranks.
 enum class ReduceOp : int32_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
+constexpr int kNumOps = 5;
 
 enum class Coll : int32_t {
   kBarrier = 0, kAllReduce = 1, kReduceScatter = 2, kAllGather = 3, kBroadcast = 4,
 };
+constexpr int kNumColls = 5;
+
+// kAuto: the ring or direct, whichever rank 0 picks (core/tuner.h); dpcore/cost/auto.py has
+// already sent small calls to kOneShot. kCountsOnly: only the headers travel (all_gather without
+// out= learns the shard sizes first).
+enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3, kAuto = 4 };
+constexpr int kNumAlgos = 5;
 
 DP_HOST_DEVICE inline size_t dtypeSize(DType t) {
   switch (t) {
@@ -33,16 +41,6 @@ DP_HOST_DEVICE inline size_t dtypeSize(DType t) {
     case DType::kFloat32: case DType::kInt32: return 4;
     case DType::kFloat64: case DType::kInt64: return 8;
     default: return 1;
-  }
-}
-
-inline const char* collName(Coll c) {
-  switch (c) {
-    case Coll::kBarrier: return "barrier";
-    case Coll::kAllReduce: return "all_reduce";
-    case Coll::kReduceScatter: return "reduce_scatter";
-    case Coll::kAllGather: return "all_gather";
-    default: return "broadcast";
   }
 }
 
@@ -57,25 +55,15 @@ inline const char* opName(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
-// What one rank asked for. Peers publish theirs and compare before moving data, so a mismatched
-// call becomes an error on every rank instead of silent corruption. For all_gather, count is this
-// rank's own shard (shards may differ), so peers learn every shard length from the headers, and
-// total is the output's length; for the others total equals count.
-struct CollHeader {
-  uint64_t seq;
-  int32_t coll;
-  int32_t dtype;
-  int32_t op;
-  int32_t root;
-  int32_t algo;
-  uint32_t align;  // where this rank's data sits in its slots: see ShmLayout::kAlignSpan
-  int32_t pick;    // algo kTuned: the algorithm rank 0 picked (rank 0's header is everyone's)
-  uint64_t count;
-  uint64_t total;
-  uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
-  uint64_t outAddr;  // address in its own process, and its output; peers read both
-  uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
-  uint32_t outRegion;  // and outAddr's (all_reduce)
-};
+inline const char* collName(Coll c) {
+  static const char* names[] = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
+                                "broadcast"};
+  return names[static_cast<int>(c)];
+}
+
+inline const char* algoName(Algo a) {
+  static const char* names[] = {"one_shot", "ring", "counts_only", "direct", "auto"};
+  return names[static_cast<int>(a)];
+}
 
 }  // namespace dpcore

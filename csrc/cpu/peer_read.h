@@ -1,7 +1,7 @@
 // Reading a peer's memory directly (Linux cross-memory attach, process_vm_readv): one copy from
 // the peer's buffer into ours, where a FIFO needs two (into a slot, out of it). MPICH moves its
 // large messages this way. The kernel allows it between processes of one user unless ptrace is
-// restricted, so a communicator probes it once (ShmComm::canReadPeers) before it is used.
+// restricted, so a communicator probes it once (ShmTransport::canReadPeers) before it is used.
 #pragma once
 
 #include <sys/types.h>

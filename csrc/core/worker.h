@@ -1,7 +1,7 @@
-// Runs a communicator's collectives one at a time, in the order they were issued. Async calls
-// queue a Job for a background thread, so they progress while the caller computes; a blocking
-// call runs on the caller's thread when nothing is queued (no hand-off, lowest latency) and
-// otherwise waits its turn behind the queue.
+// Runs a communicator's collectives one at a time, in the order they were issued, whatever its
+// transport. Async calls queue a Job for a background thread, so they progress while the caller
+// computes; a blocking call runs on the caller's thread when nothing is queued (no hand-off,
+// lowest latency) and otherwise waits its turn behind the queue.
 #pragma once
 
 #include <condition_variable>
@@ -32,6 +32,9 @@ class Job {
 
 class Worker {
  public:
+  // threaded=false runs async calls at once on the caller's thread: for an MPI that may be
+  // called from one thread only (not MPI_THREAD_MULTIPLE).
+  explicit Worker(bool threaded = true) : threaded_(threaded) {}
   ~Worker();
   std::shared_ptr<Job> submit(std::function<void()> fn);
   void runNow(const std::function<void()>& fn);
@@ -44,6 +47,7 @@ class Worker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  bool threaded_;
   bool busy_ = false;
   bool stop_ = false;
   std::thread thread_;

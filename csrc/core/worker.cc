@@ -1,4 +1,4 @@
-#include "cpu/worker.h"
+#include "core/worker.h"
 
 #include <chrono>
 
@@ -44,6 +44,10 @@ Worker::~Worker() {
 
 std::shared_ptr<Job> Worker::submit(std::function<void()> fn) {
   auto job = std::make_shared<Job>(std::move(fn));
+  if (!threaded_) {
+    job->execute();
+    return job;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   queue_.push_back(job);

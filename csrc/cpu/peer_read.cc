@@ -1,4 +1,4 @@
-#include "cpu/direct.h"
+#include "cpu/peer_read.h"
 
 #include <sys/uio.h>
 

@@ -49,4 +49,21 @@ class TraceSpan {
   TraceEvent event_;
 };
 
+// The spans of one collective's ring verbs: each verb is one step of one round, and the trace
+// labels it with its step in the round.
+class StepSpans {
+ public:
+  StepSpans(Tracer* tracer, uint64_t seq, int verbsPerRound)
+      : tracer_(tracer), seq_(seq), verbsPerRound_(verbsPerRound) {}
+  TraceSpan next(const char* verb, uint64_t bytes) {
+    return TraceSpan(*tracer_, verb, seq_, static_cast<int>(verbs_++ % verbsPerRound_), bytes);
+  }
+
+ private:
+  Tracer* tracer_;
+  uint64_t seq_;
+  int verbsPerRound_;
+  uint64_t verbs_ = 0;
+};
+
 }  // namespace dpcore

@@ -1,19 +1,13 @@
 // algo="auto" past the one-shot sizes, where the ranks may read each other's memory: the ring or
 // the direct algorithm, whichever has lately been faster for this collective, size class and
-// kind of buffer.
+// kind of buffer. Measured, not predicted: on a shared machine which of the two wins past the
+// cache flips with where the host puts the ranks' cores, during a run, so a fixed threshold is
+// wrong half of the time and a few timed calls are not (benchmarks/results/2026-12-01-cpu.md).
 //
-// Why measure instead of predict: on the shared VM this project is built on, which of the two
-// wins past the cache flips with where the host puts the ranks' cores, and it flips during a
-// run. With a shared L3 (a 110 ns cross-core round trip) the ring wins at every size; with the
-// cores on different dies (500 ns) direct's single bulk copy wins from about 64 MiB, and for
-// all_gather and broadcast sooner (benchmarks/results/2026-12-01-cpu.md). A fixed threshold is
-// wrong half of the time; a few timed calls are not.
-//
-// Each arm is judged in runs: the first call after a switch pays for the switch (cold FIFO
-// slots, a peer that is still elsewhere), so it is not counted, and the next kWindow calls are.
-// An arm's estimate is the fastest call of its window: noise on a shared machine only ever
-// adds time, and it comes in bursts (a peer descheduled for a millisecond slows every call in
-// it), which a median of a few consecutive calls follows but a minimum does not.
+// Each arm is judged in runs: the first call after a switch pays for the switch (cold slots, a
+// peer still elsewhere), so it is not counted, and the next kWindow calls are. An arm's estimate
+// is the fastest call of its window: noise on a shared machine only ever adds time, in bursts
+// that a median of a few consecutive calls follows but a minimum does not.
 //
 // A size class starts with a run of each arm, then runs the faster one, with a run of the
 // other now and then in case the machine changed: after 128 calls, and twice as long after
@@ -21,7 +15,7 @@
 // less and less while it stays slower. Any change of the faster arm starts the count at 128
 // again, so a wrong switch is undone soon. Only rank 0 tunes. Its pick travels in its header, so
 // every rank runs the same algorithm; and ring and direct reduce in the same order
-// (ShmComm::reduceOwnChunk), so the pick never changes a result's bits.
+// (algo/direct.h, reduceOwnChunk), so the pick never changes a result's bits.
 #pragma once
 
 #include <algorithm>
@@ -36,9 +30,8 @@ namespace dpcore {
 // What a call's buffers are, beside its collective and size: direct's speed depends on it, so
 // each kind is tuned apart. shared: from Communicator.alloc, which direct reads with a plain copy
 // instead of a kernel copy. in place: out of place, direct also copies this rank's own part
-// into the output, a copy the ring hides among its steps (an all_gather of 16 MiB on huge
-// pages: direct 2.5x slower out of place than in place, the ring 1.6x), so a tuner that had
-// learned the ring's lead out of place kept it in place, where direct was ahead.
+// into the output, a copy the ring hides among its steps, so the ring's lead out of place says
+// nothing of in place.
 struct BufferKind {
   bool shared = false;
   bool inPlace = true;
@@ -53,9 +46,9 @@ class Tuner {
   static constexpr int kSettleCalls = 2 * (kWindow + 1);
 
   // DPCORE_TUNE=0's fixed choice instead of timings: direct from 64 MiB, where the tuner took
-  // it with the cores on different dies (with them on one die the ring stays ahead there, the
-  // all-reduce by up to 25 %, so no fixed threshold suits both states), and all_gather on
-  // shared buffers at any size, where direct's plain copy beat the ring from 64 KiB in both.
+  // it with the ranks' cores on different dies (on one die the ring stays ahead there: no fixed
+  // threshold suits both), and all_gather on shared buffers at any size, where direct's plain
+  // copy beat the ring in both.
   static constexpr size_t kFixedDirectMin = 64 << 20;
   static bool fixedPick(Coll coll, size_t bytes, BufferKind kind) {
     return bytes >= kFixedDirectMin || (coll == Coll::kAllGather && kind.shared);

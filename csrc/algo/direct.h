@@ -1,0 +1,99 @@
+// Direct: each rank copies what it needs straight out of the peers' buffers, one copy where the
+// ring's slots take two. Reads start with the next rank, so that readers spread over the peers;
+// at the end a rank tells the peers it is done and waits until they are, since a buffer must not
+// change while a peer may still read it.
+//
+//   all_gather: read every peer's shard.     broadcast: read the root's buffer.
+//   reduce_scatter: reduce this rank's chunk, reading that chunk of every peer's input.
+//   all_reduce: the same, then, once every chunk is complete, read the other chunks from the
+//   peers' outputs. In place is safe: a rank overwrites another rank's chunk of its own buffer
+//   only then, after every rank has finished reading inputs.
+//   Bytes read per rank: (n-1)/n * S (all_reduce: 2(n-1)/n * S), each in one copy.
+//
+// PeerMemory, the memory interface it needs:
+//   readInput(peer, offset, dst, bytes, stream)    bytes of a peer's input (broadcast: buffer)
+//   readOutput(peer, offset, dst, bytes, stream)   ... of a peer's output (all_reduce)
+//   signal(stage), waitAll(stage)                  tell the peers / wait until all have said it
+//   scratch(i)                                     two local pieces of kDirectPieceBytes
+//   streams(bytes)    whether an output this large is written past the cache (stream_copy.h)
+//   reduce2(...), copyToOutput(...)                the loops of the memory's device
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "core/task.h"
+#include "dpcore/chunks.h"
+
+namespace dpcore {
+
+enum class DirectStage { kReduced, kDone };
+
+// The reduction moves a cache-sized piece at a time, so that partial sums stay in cache.
+constexpr size_t kDirectPieceBytes = 128 << 10;
+
+// This rank's chunk of the reduction, written to dst, in the ring's order: the ring starts chunk
+// r at rank r+1 and each rank after it applies op(partial, its input), so here the partial
+// starts as rank r+1's input, takes every later peer's in ring order and ends with our own. Ring
+// and direct therefore give the same bits, and auto may pick either. Only the last operation
+// writes dst, after the peers have been read (dst may be our input).
+template <class Peers>
+void reduceOwnChunk(Peers& peers, const Task& task, int rank, int n, char* dst) {
+  const size_t elem = dtypeSize(task.dtype);
+  const size_t pieceCount = kDirectPieceBytes / elem;
+  const Range chunk = shardRange(task.count, n, rank);
+  auto in = static_cast<const char*>(task.in);
+  char* acc = peers.scratch(0);
+  char* piece = peers.scratch(1);
+  for (size_t off = 0; off < chunk.size(); off += pieceCount) {
+    const size_t len = std::min(pieceCount, chunk.size() - off);
+    const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
+    peers.readInput((rank + 1) % n, at, acc, len * elem, false);
+    for (int k = 2; k < n; ++k) {
+      peers.readInput((rank + k) % n, at, piece, len * elem, false);
+      peers.reduce2(task.dtype, task.op, acc, piece, acc, len, 0);
+    }
+    peers.reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len, avgDivisor(task, n));
+  }
+}
+
+template <class Peers>
+void direct(Peers& peers, const Task& task, int rank, int n, const size_t* offsets) {
+  const size_t elem = dtypeSize(task.dtype);
+  char* out = static_cast<char*>(task.out);
+  const bool stream = peers.streams(task.total * elem);  // for copies into the output
+  switch (task.coll) {
+    case Coll::kAllGather:
+      for (int k = 1; k < n; ++k) {
+        const int peer = (rank + k) % n;
+        peers.readInput(peer, 0, out + offsets[peer] * elem,
+                        (offsets[peer + 1] - offsets[peer]) * elem, stream);
+      }
+      if (task.in != out + offsets[rank] * elem && task.count) {
+        peers.copyToOutput(out + offsets[rank] * elem, task.in, task.count * elem, stream);
+      }
+      break;
+    case Coll::kBroadcast:
+      if (rank != task.root) peers.readInput(task.root, 0, out, task.count * elem, stream);
+      break;
+    case Coll::kReduceScatter:
+      reduceOwnChunk(peers, task, rank, n, out);
+      break;
+    case Coll::kAllReduce:
+      reduceOwnChunk(peers, task, rank, n, out + shardRange(task.count, n, rank).start * elem);
+      peers.signal(DirectStage::kReduced);
+      peers.waitAll(DirectStage::kReduced);
+      for (int k = 1; k < n; ++k) {
+        const int peer = (rank + k) % n;
+        const Range c = shardRange(task.count, n, peer);
+        peers.readOutput(peer, c.start * elem, out + c.start * elem, c.size() * elem, stream);
+      }
+      break;
+    case Coll::kBarrier:
+      break;
+  }
+  peers.signal(DirectStage::kDone);
+  peers.waitAll(DirectStage::kDone);
+}
+
+}  // namespace dpcore

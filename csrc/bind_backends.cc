@@ -1,0 +1,204 @@
+// dpcore._C's backends: one class per transport over the Backend base (core/backend.h), the Job
+// of an async call, and Communicator.alloc's SharedBuffer. Pointers, counts and enum codes in;
+// dpcore/comm.py has checked them. Every blocking call releases the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/collectives.h"
+#include "cpu/shm_segment.h"
+#include "cpu/shm_transport.h"
+#include "mpi/hierarchical.h"
+#include "mpi/mpi_transport.h"
+
+namespace py = pybind11;
+
+namespace dpcore {
+namespace {
+
+using ShmBackend = Queued<Collectives<ShmTransport>>;
+using MpiBackend = Queued<Collectives<MpiTransport>>;
+using HierarchicalBackend = Queued<Hierarchical>;
+
+Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
+              const py::array& out, size_t count, size_t total) {
+  Task t;
+  t.coll = static_cast<Coll>(coll);
+  t.dtype = static_cast<DType>(dtype);
+  t.op = static_cast<ReduceOp>(op);
+  t.root = root;
+  t.algo = static_cast<Algo>(algo);
+  t.in = in.data();
+  t.out = const_cast<void*>(out.data());  // writability was checked in Python
+  t.count = count;
+  t.total = total;
+  return t;
+}
+
+MpiEndpoint endpoint(py::tuple t) {  // (handle bytes, comm, MPI_BYTE, rank, size, names)
+  return MpiEndpoint{MpiApi::load(t[0].cast<int>()), t[1].cast<uint64_t>(), t[2].cast<uint64_t>(),
+                     t[3].cast<int>(), t[4].cast<int>(), t[5].cast<std::vector<int>>()};
+}
+
+// One Communicator.alloc allocation as one rank holds it: its own buffer, a segment it
+// creates, and its mappings of every peer's. Once every rank has mapped every segment, share()
+// enters them in the communicator's table, and destruction takes them out again before the
+// mappings go (cpu/shared_buffers.h).
+class SharedBuffer {
+ public:
+  SharedBuffer(int ranks, int rank, size_t bytes) : segments_(ranks), rank_(rank), bytes_(bytes) {}
+  ~SharedBuffer() {
+    if (table_) table_->remove(id_);
+  }
+  void create(const std::string& name) {
+    segments_[rank_] = std::make_unique<ShmSegment>(name, bytes_, true);
+  }
+  void open(int r, const std::string& name) {
+    segments_[r] = std::make_unique<ShmSegment>(name, bytes_, false);
+  }
+  void unlink() {
+    if (segments_[rank_]) segments_[rank_]->unlink();
+  }
+  char* data() const { return segments_[rank_]->data(); }
+  size_t size() const { return bytes_; }
+  void share(ShmBackend& backend, uint32_t id, std::vector<uint64_t> bases) {
+    std::vector<char*> mapped;
+    for (auto& s : segments_) mapped.push_back(s->data());
+    table_ = backend.engine().transport().sharedBuffers();
+    id_ = id;
+    table_->add(id, rank_, bytes_, std::move(mapped), std::move(bases));
+  }
+
+ private:
+  std::vector<std::unique_ptr<ShmSegment>> segments_;  // per rank
+  int rank_;
+  size_t bytes_;
+  std::shared_ptr<SharedBuffers> table_;
+  uint32_t id_ = 0;
+};
+
+}  // namespace
+
+void bindBackends(py::module_& m) {
+  py::class_<Job, std::shared_ptr<Job>>(m, "Job")
+      .def("done", &Job::done)
+      .def("wait", [](Job& j, double timeout) {
+            bool finished;
+            {
+              py::gil_scoped_release release;
+              finished = j.waitFor(timeout);
+            }
+            if (finished) j.rethrow();
+            return finished;
+          }, py::arg("timeout") = -1.0);
+
+  // The calls every backend takes (dpcore/backend.py documents them). in and out are NumPy
+  // arrays; the caller keeps them alive until the collective is done.
+  py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
+      .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
+                     py::array out, size_t count, size_t total) {
+            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total);
+            py::gil_scoped_release release;
+            b.run(t);
+          })
+      .def("submit", [](Backend& b, int coll, int dtype, int op, int root, int algo,
+                        py::array in, py::array out, size_t count, size_t total) {
+            return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total));
+          })
+      .def("exchange_counts", [](Backend& b, int dtype, size_t mine) {
+            return b.exchangeCounts(static_cast<DType>(dtype), mine);
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("drain", &Backend::drain, py::call_guard<py::gil_scoped_release>())
+      .def("set_timeout", &Backend::setTimeout)
+      .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
+      // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
+      .def("take_trace", [](Backend& b) {
+            py::gil_scoped_release release;
+            b.drain();
+            std::vector<std::tuple<std::string, int64_t, int64_t, uint64_t, int, uint64_t>> out;
+            for (const TraceEvent& e : b.tracer().events) {
+              out.emplace_back(e.name, e.startUs, e.durationUs, e.seq, e.step, e.bytes);
+            }
+            b.tracer().events.clear();
+            return out;
+          })
+      .def_property_readonly("sequence", &Backend::sequence)
+      // How many collectives each algorithm code ran (auto resolved to what it ran), once the
+      // queued ones are done.
+      .def("algo_calls", &Backend::algoCalls, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<ShmBackend, Backend, std::shared_ptr<ShmBackend>>(m, "ShmBackend")
+      .def(py::init([](const std::string& name, bool create, int rank, int size, int fifoSlots,
+                       size_t slotBytes, size_t oneShotBytes, bool tune, double timeout) {
+             return std::make_shared<ShmBackend>(
+                 true, tune, timeout, name, create, rank,
+                 ShmConfig{size, fifoSlots, slotBytes, oneShotBytes});
+           }),
+           py::arg("name"), py::arg("create"), py::arg("rank"), py::arg("size"),
+           py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
+           py::arg("tune"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("unlink", [](ShmBackend& b) { b.engine().transport().unlinkSegment(); })
+      .def("can_read_peers", [](ShmBackend& b) { return b.engine().transport().canReadPeers(); },
+           py::call_guard<py::gil_scoped_release>());
+
+  // endpoint: (handle bytes, comm handle, MPI_BYTE handle, rank, size, rank names), as
+  // dpcore/transports/mpi.py reads them from mpi4py. threaded: MPI_THREAD_MULTIPLE. slots and
+  // slot_bytes: the ring's, as on shared memory.
+  py::class_<MpiBackend, Backend, std::shared_ptr<MpiBackend>>(m, "MpiBackend")
+      .def(py::init([](py::tuple world, size_t slots, size_t slotBytes, double timeout,
+                       bool threaded) {
+             return std::make_shared<MpiBackend>(threaded, true, timeout, endpoint(world), slots,
+                                                 slotBytes);
+           }),
+           py::arg("endpoint"), py::arg("slots"), py::arg("slot_bytes"), py::arg("timeout"),
+           py::arg("threaded"));
+
+  py::class_<HierarchicalBackend, Backend, std::shared_ptr<HierarchicalBackend>>(
+      m, "HierarchicalBackend")
+      .def(py::init([](const std::string& name, bool create, int localRank, int localSize,
+                       int fifoSlots, size_t slotBytes, size_t oneShotBytes, double timeout,
+                       py::tuple world, py::object cross, size_t mpiSlots, size_t mpiSlotBytes,
+                       bool threaded) {
+             MpiEndpoint all = endpoint(world);
+             std::unique_ptr<MpiEndpoint> across;
+             if (!cross.is_none()) {
+               across = std::make_unique<MpiEndpoint>(endpoint(cross.cast<py::tuple>()));
+             }
+             py::gil_scoped_release release;
+             return std::make_shared<HierarchicalBackend>(
+                 threaded, timeout, name, create, localRank,
+                 ShmConfig{localSize, fifoSlots, slotBytes, oneShotBytes}, std::move(all),
+                 std::move(across), mpiSlots, mpiSlotBytes);
+           }),
+           py::arg("name"), py::arg("create"), py::arg("local_rank"), py::arg("local_size"),
+           py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
+           py::arg("timeout"), py::arg("endpoint"), py::arg("cross"), py::arg("mpi_slots"),
+           py::arg("mpi_slot_bytes"), py::arg("threaded"))
+      .def("unlink", [](HierarchicalBackend& b) { b.engine().node().unlinkSegment(); })
+      .def_property_readonly("hierarchical",
+                             [](HierarchicalBackend& b) { return b.engine().hierarchical(); })
+      .def_property_readonly("node_sequence",
+                             [](HierarchicalBackend& b) { return b.engine().nodeSequence(); });
+
+  py::class_<SharedBuffer>(m, "SharedBuffer", py::buffer_protocol())
+      .def(py::init<int, int, size_t>(), py::arg("ranks"), py::arg("rank"), py::arg("bytes"))
+      .def("create", &SharedBuffer::create, py::arg("name"))
+      .def("open", &SharedBuffer::open, py::arg("rank"), py::arg("name"))
+      .def("unlink", &SharedBuffer::unlink)
+      .def_property_readonly("address", [](SharedBuffer& b) {
+            return reinterpret_cast<uint64_t>(b.data());
+          })
+      .def("share", &SharedBuffer::share, py::arg("backend"), py::arg("id"), py::arg("bases"))
+      .def_buffer([](SharedBuffer& b) {
+            return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                                   {b.size()}, {1});
+          });
+}
+
+}  // namespace dpcore

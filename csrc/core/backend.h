@@ -1,0 +1,63 @@
+// What dpcore/comm.py holds for a communicator, whatever its transport: the raw calls of
+// dpcore/backend.py's Backend protocol. Queued<Engine> runs an engine's collectives in issue
+// order on the caller's thread or a background one (worker.h); the engines are
+// Collectives<ShmTransport>, Collectives<MpiTransport> and Hierarchical.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/task.h"
+#include "core/trace.h"
+#include "core/worker.h"
+
+namespace dpcore {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void run(const Task& task) = 0;                   // blocking
+  virtual std::shared_ptr<Job> submit(const Task& task) = 0;  // async
+  virtual std::vector<size_t> exchangeCounts(DType dtype, size_t mine) = 0;
+  virtual void drain() = 0;  // until every queued collective is done
+  virtual uint64_t sequence() = 0;
+  virtual std::vector<uint64_t> algoCalls() = 0;  // by Algo, once the queue is drained
+  virtual Tracer& tracer() = 0;
+  virtual void setTimeout(double seconds) = 0;
+};
+
+template <class Engine>
+class Queued : public Backend {
+ public:
+  template <class... Args>
+  explicit Queued(bool threaded, Args&&... engineArgs)
+      : engine_(std::forward<Args>(engineArgs)...), worker_(threaded) {}
+
+  void run(const Task& task) override {
+    worker_.runNow([&] { engine_.run(task); });
+  }
+  std::shared_ptr<Job> submit(const Task& task) override {
+    return worker_.submit([this, task] { engine_.run(task); });
+  }
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) override {
+    std::vector<size_t> counts;
+    worker_.runNow([&] { counts = engine_.exchangeCounts(dtype, mine); });
+    return counts;
+  }
+  void drain() override { worker_.drain(); }
+  uint64_t sequence() override { return engine_.sequence(); }
+  std::vector<uint64_t> algoCalls() override {
+    worker_.drain();
+    return engine_.algoCalls();
+  }
+  Tracer& tracer() override { return engine_.tracer(); }
+  void setTimeout(double seconds) override { engine_.setTimeout(seconds); }
+  Engine& engine() { return engine_; }
+
+ private:
+  Engine engine_;
+  Worker worker_;  // declared last, so it is joined before the engine it runs goes
+};
+
+}  // namespace dpcore

@@ -1,0 +1,166 @@
+// Collectives over one transport, the same for every transport: one call at a time, each
+//   1. numbered, with a deadline (CallContext), and refused once an earlier one failed;
+//   2. matched: the transport carries every rank's header, and all ranks check them (call.h);
+//   3. run by the algorithm the call asked for, or for kAuto the one rank 0 picked (tuner.h);
+//   4. on failure, told to the peers where the transport can, and the communicator broken:
+//      peers may be anywhere in the schedule, so nothing further could match.
+//
+// A Transport provides, per call: validate, annotate and exchange (the headers), Prims for the
+// ring (algo/ring.h), payloads() for one-shot (algo/one_shot.h), peerMemory() for direct
+// (algo/direct.h, where kPeerMemory), and abort. cpu/shm_transport.h and mpi/mpi_transport.h
+// are the two; a next transport writes those and reuses everything here.
+#pragma once
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "algo/direct.h"
+#include "algo/one_shot.h"
+#include "algo/ring.h"
+#include "core/call.h"
+#include "core/trace.h"
+#include "core/tuner.h"
+#include "dpcore/error.h"
+
+namespace dpcore {
+
+// Whether the input lies inside the output (all_gather), the output inside the input
+// (reduce_scatter) or both are one buffer; broadcast is always in place.
+inline bool inPlace(const Task& task) {
+  const size_t elem = dtypeSize(task.dtype);
+  auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
+  switch (task.coll) {
+    case Coll::kAllGather:
+      return in >= out && in < out + task.total * elem;
+    case Coll::kReduceScatter:
+      return out >= in && out < in + task.count * elem;
+    default:
+      return in == out || task.coll == Coll::kBroadcast;
+  }
+}
+
+template <class Transport>
+class Collectives {
+ public:
+  // tune: kAuto picks by the tuner's timings; false: by its fixed thresholds (DPCORE_TUNE=0).
+  template <class... Args>
+  Collectives(bool tune, double timeoutSeconds, Args&&... transportArgs)
+      : transport_(std::forward<Args>(transportArgs)...), tune_(tune),
+        timeout_(timeoutSeconds) {}
+
+  // Runs one collective; returns every rank's header (its call, as that rank made it).
+  std::vector<CollHeader> run(const Task& task) { return call(task, true); }
+  // Matches the call without moving its data (the between-node all_reduce matches on the world,
+  // then moves the data inside the nodes and across them).
+  std::vector<CollHeader> match(const Task& task) { return call(task, false); }
+  const CallContext& current() const { return call_; }  // the last call, for messages
+
+  // All ranks' all_gather shard sizes, through a header-only collective.
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {
+    Task task;
+    task.coll = Coll::kAllGather;
+    task.dtype = dtype;
+    task.algo = Algo::kCountsOnly;
+    task.count = mine;
+    std::vector<size_t> counts;
+    for (const CollHeader& h : run(task)) counts.push_back(h.count);
+    return counts;
+  }
+
+  Transport& transport() { return transport_; }
+  Tracer& tracer() { return tracer_; }
+  uint64_t sequence() const { return seq_; }
+  void setTimeout(double seconds) { timeout_ = seconds; }
+  // Collectives run by each algorithm (kAuto counted as what it ran), indexed by Algo.
+  std::vector<uint64_t> algoCalls() const { return {algoCalls_, algoCalls_ + kNumAlgos}; }
+
+ private:
+  std::vector<CollHeader> call(const Task& task, bool moveData) {
+    if (!broken_.empty()) {
+      throw CommError("dpcore: communicator unusable after an earlier failure: " + broken_);
+    }
+    transport_.validate(task);  // bad input: refused before anything is sent
+    ++seq_;
+    const auto now = std::chrono::steady_clock::now();
+    call_ = CallContext{collName(task.coll), seq_, transport_.rank(), timeout_,
+                        now + std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6)),
+                        &tracer_};
+    TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
+    transport_.begin(call_);
+    try {
+      return runOne(task, moveData);
+    } catch (const std::exception& e) {
+      broken_ = e.what();
+      transport_.abort(e.what());
+      throw;
+    }
+  }
+
+  std::vector<CollHeader> runOne(const Task& task, bool moveData) {
+    const int rank = transport_.rank(), n = transport_.size();
+    const size_t bytes = task.total * dtypeSize(task.dtype);
+    CollHeader mine = headerOf(task, seq_);
+    transport_.annotate(task, mine);
+    // kAuto: rank 0 picks, and its header carries the pick, so every rank runs the same
+    // algorithm whatever buffers it passed.
+    const bool timed = task.algo == Algo::kAuto && tune_;
+    const BufferKind kind{mine.inRegion != 0, inPlace(task)};
+    if (task.algo == Algo::kAuto) {
+      const bool direct = rank == 0 && (timed ? tuner_.pickDirect(task.coll, bytes, kind)
+                                               : Tuner::fixedPick(task.coll, bytes, kind));
+      mine.chosen = static_cast<int32_t>(direct ? Algo::kDirect : Algo::kRing);
+    }
+    std::vector<CollHeader> headers = transport_.exchange(task, mine);
+    const std::string wrong = mismatch(headers, mine, rank);
+    if (!wrong.empty()) call_.fail(wrong);
+    const Algo algo = static_cast<Algo>(headers[0].chosen);
+    if (task.coll == Coll::kBarrier || algo == Algo::kCountsOnly) return headers;
+    ++algoCalls_[static_cast<int>(algo)];
+    if (!moveData) return headers;
+    offsets_.assign(1, 0);  // the all-gather's shards, from every rank's header
+    for (const CollHeader& h : headers) offsets_.push_back(offsets_.back() + h.count);
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = timed ? Clock::now() : Clock::time_point{};
+    if (n == 1) {
+      // Alone, every collective is a copy (avg divides by 1); broadcast is in place.
+      if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
+        std::memmove(task.out, task.in, task.count * dtypeSize(task.dtype));
+      }
+    } else if (algo == Algo::kRing) {
+      const RingCall ring{task, rank, n, offsets_.data(),
+                          transport_.segmentBytes() / dtypeSize(task.dtype)};
+      auto prims = transport_.prims(ring, headers);
+      ringCollective(prims, ring);
+      prims.finish();
+    } else if (algo == Algo::kOneShot) {
+      auto payloads = transport_.payloads(task, headers);
+      oneShot(payloads, task, rank, n, offsets_.data());
+    } else if constexpr (Transport::kPeerMemory) {
+      auto peers = transport_.peerMemory(headers);
+      direct(peers, task, rank, n, offsets_.data());
+    } else {
+      call_.fail(std::string("algorithm ") + algoName(algo) + " does not run on this transport");
+    }
+    if (timed && rank == 0) {
+      std::chrono::duration<double> took = Clock::now() - start;
+      tuner_.record(task.coll, bytes, kind, algo == Algo::kDirect, took.count());
+    }
+    return headers;
+  }
+
+  Transport transport_;
+  bool tune_;
+  double timeout_;
+  uint64_t seq_ = 0;
+  CallContext call_;
+  Tracer tracer_;
+  Tuner tuner_;  // rank 0's; the others follow its pick
+  uint64_t algoCalls_[kNumAlgos] = {};
+  std::vector<size_t> offsets_;
+  std::string broken_;
+};
+
+}  // namespace dpcore

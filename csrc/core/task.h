@@ -1,0 +1,32 @@
+// One collective as one rank asked for it. dpcore/comm.py has checked the arguments; every
+// transport and algorithm reads this and nothing else of the call.
+#pragma once
+
+#include <cstddef>
+
+#include "dpcore/types.h"
+
+namespace dpcore {
+
+struct Task {
+  Coll coll = Coll::kBarrier;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  Algo algo = Algo::kOneShot;
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;  // elements of in (all_gather: this rank's shard)
+  size_t total = 0;  // elements of the all_gather output; count otherwise
+  // avg divides by this where a chunk's reduction completes; 0: by the communicator's size. The
+  // between-node all_reduce sets the world's size for its step across nodes.
+  int avgDivisor = 0;
+};
+
+// What the last reduction of a chunk divides by (0: nothing), among n ranks.
+DP_HOST_DEVICE inline int avgDivisor(const Task& task, int n) {
+  if (task.op != ReduceOp::kAvg) return 0;
+  return task.avgDivisor > 0 ? task.avgDivisor : n;
+}
+
+}  // namespace dpcore

@@ -1,0 +1,54 @@
+// Peer memory over shared memory: what algo/one_shot.h and algo/direct.h read and signal through.
+// One-shot payloads sit in the peers' one-shot slots of the segment, published as each rank
+// arrived; direct reads the peers' own buffers, at the addresses their headers carry.
+#pragma once
+
+#include <vector>
+
+#include "algo/direct.h"
+#include "core/call.h"
+#include "cpu/reduce.h"
+#include "cpu/shm_transport.h"
+
+namespace dpcore {
+
+class ShmPayloads : public HostLoops {
+ public:
+  ShmPayloads(const ShmTransport& t, const std::vector<CollHeader>& headers)
+      : t_(t), headers_(headers) {}
+  const char* payload(int r) const { return t_.oneShotSlot(r) + headers_[r].align; }
+
+ private:
+  const ShmTransport& t_;
+  const std::vector<CollHeader>& headers_;
+};
+
+class ShmPeerMemory : public HostLoops {
+ public:
+  ShmPeerMemory(ShmTransport& t, const std::vector<CollHeader>& headers)
+      : t_(t), headers_(headers) {}
+
+  void readInput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
+    const CollHeader& h = headers_[peer];
+    t_.readPeer(peer, h.addr + offset, h.inRegion, dst, bytes, stream);
+  }
+  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
+    const CollHeader& h = headers_[peer];
+    t_.readPeer(peer, h.outAddr + offset, h.outRegion, dst, bytes, stream);
+  }
+  void signal(DirectStage stage) { t_.signal(counter(stage)); }
+  void waitAll(DirectStage stage) {
+    t_.waitAll(counter(stage), stage == DirectStage::kReduced ? " to finish its chunk"
+                                                              : " to finish reading");
+  }
+  char* scratch(int i) { return t_.directScratch(i); }
+
+ private:
+  static Counter RankControl::*counter(DirectStage stage) {
+    return stage == DirectStage::kReduced ? &RankControl::reduced : &RankControl::done;
+  }
+  ShmTransport& t_;
+  const std::vector<CollHeader>& headers_;
+};
+
+}  // namespace dpcore

@@ -1,0 +1,274 @@
+#include "cpu/shm_transport.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "algo/direct.h"
+#include "algo/one_shot.h"
+#include "algo/ring.h"
+#include "cpu/peer_read.h"
+#include "cpu/shm_peers.h"
+#include "cpu/shm_prims.h"
+
+namespace dpcore {
+namespace {
+
+// A peer is gone when its pid no longer exists or is a zombie (killed, not yet reaped).
+bool processAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;  // no procfs: trust kill()
+  std::string line;
+  std::getline(stat, line);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+int usableCpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return 1;
+  return CPU_COUNT(&cpus);
+}
+
+// A word at a known address in every rank, for canReadPeers.
+constexpr uint64_t kProbeValue = 0x6470636f72650a01ull;  // "dpcore" and a version
+const volatile uint64_t probeWord = kProbeValue;
+
+// The offset this rank's slot data takes (ShmLayout::kAlignSpan): that of the user buffer the
+// slot is copied from (one-shot publishes the input) or mostly copied into (the ring, which
+// kAuto may run; direct uses no slots).
+uint32_t alignFor(const Task& task) {
+  bool ring = task.algo == Algo::kRing || task.algo == Algo::kAuto;
+  bool input = !ring || task.coll == Coll::kReduceScatter;
+  return ShmLayout::alignOf(input ? task.in : task.out);
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
+                           const ShmConfig& config)
+    : rank_(rank), config_(config), layout_(config),
+      segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
+      base_(segment_->data()), oversubscribed_(config.size > usableCpus()),
+      lastPeerCheck_(std::chrono::steady_clock::now()) {
+  RankControl* mine = layout_.rank(base_, rank_);
+  mine->pid.value.store(static_cast<uint64_t>(getpid()), std::memory_order_release);
+  mine->probe.value.store(reinterpret_cast<uint64_t>(&probeWord), std::memory_order_release);
+}
+
+ShmTransport::~ShmTransport() {
+  layout_.rank(base_, rank_)->left.value.store(1, std::memory_order_release);
+  notifyAll();
+}
+
+bool ShmTransport::canReadPeers() {
+  bool ok = true;
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    RankControl* peer = layout_.rank(base_, r);
+    uint64_t value = 0;
+    ok = ok && dpcore::readPeer(static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire)),
+                                peer->probe.value.load(std::memory_order_acquire), &value,
+                                sizeof(value)) == 0 && value == kProbeValue;
+  }
+  return ok;
+}
+
+void ShmTransport::validate(const Task& task) const {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  if (task.algo == Algo::kOneShot && bytes > config_.oneShotBytes) {
+    throw std::invalid_argument("one_shot payload of " + std::to_string(bytes) +
+                                " bytes exceeds its slot of " +
+                                std::to_string(config_.oneShotBytes));
+  }
+}
+
+void ShmTransport::annotate(const Task& task, CollHeader& header) const {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
+  header.align = alignFor(task);
+  header.addr = reinterpret_cast<uint64_t>(published);
+  header.outAddr = reinterpret_cast<uint64_t>(task.out);
+  header.inRegion = shared_->find(published, bytes);
+  header.outRegion = task.coll == Coll::kAllReduce ? shared_->find(task.out, bytes) : 0;
+}
+
+void ShmTransport::abort(const std::string& message) {
+  SegmentControl* control = layout_.control(base_);
+  uint64_t expected = 0;
+  // The first rank to fail tells the others why; they stop waiting and report it.
+  if (control->abort.value.compare_exchange_strong(expected, 1 + rank_)) {
+    std::strncpy(control->reason, message.c_str(), sizeof(control->reason) - 1);
+    control->abort.value.store(1 + rank_, std::memory_order_release);
+    notifyAll();
+  }
+}
+
+void ShmTransport::checkAbort() const {
+  SegmentControl* control = layout_.control(base_);
+  if (control->abort.value.load(std::memory_order_acquire) != 0) {
+    call_->fail(std::string("aborted: ") + control->reason);
+  }
+}
+
+// Why a peer will never post what we wait for: it died, or it closed its communicator.
+std::string ShmTransport::peerTrouble() {
+  lastPeerCheck_ = std::chrono::steady_clock::now();
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    RankControl* peer = layout_.rank(base_, r);
+    auto pid = static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire));
+    if (pid > 0 && !processAlive(pid)) {
+      return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died";
+    }
+    if (peer->left.value.load(std::memory_order_acquire) != 0) {
+      return "rank " + std::to_string(r) + " closed its communicator without making this call";
+    }
+  }
+  return "";
+}
+
+// "ranks 1, 3": those whose `counter` (arrived, done) is below seq.
+std::string ShmTransport::ranksBehind(Counter RankControl::*counter, uint64_t seq) const {
+  std::string list;
+  int count = 0;
+  for (int r = 0; r < config_.size; ++r) {
+    if ((layout_.rank(base_, r)->*counter).value.load(std::memory_order_acquire) < seq) {
+      list += (count++ ? ", " : "") + std::to_string(r);
+    }
+  }
+  return (count == 1 ? "rank " : "ranks ") + list;
+}
+
+std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeader& mine) {
+  const uint64_t seq = call_->seq;
+  checkAbort();
+  // Peers may still read what we published for seq-2 in this parity until they enter seq-1.
+  for (int r = 0; r < config_.size; ++r) {
+    Counter& arrived = layout_.rank(base_, r)->arrived;
+    waitUntil([&] { return arrived.value.load(std::memory_order_acquire) + 1 >= seq; }, r);
+  }
+  RankControl* me = layout_.rank(base_, rank_);
+  me->header[seq % 2] = mine;
+  // Alone, the collective is a copy: nobody reads the slot.
+  if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
+      task.count) {
+    std::memcpy(oneShotSlot(rank_) + mine.align, task.in, task.count * dtypeSize(task.dtype));
+  }
+  me->arrived.value.store(seq, std::memory_order_release);
+  notifyAll();
+  waitAll(&RankControl::arrived, "");
+  std::vector<CollHeader> headers(config_.size);
+  for (int r = 0; r < config_.size; ++r) {
+    headers[r] = r == rank_ ? mine : layout_.rank(base_, r)->header[seq % 2];
+  }
+  return headers;
+}
+
+ShmPrims ShmTransport::prims(const RingCall& ring, const std::vector<CollHeader>& headers) {
+  const Task& task = ring.task;
+  return ShmPrims(*this, task.dtype, task.op, avgDivisor(task, ring.n),
+                  headers[(rank_ + 1) % ring.n].align, headers[rank_].align, ringScratch(),
+                  StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
+}
+
+ShmPayloads ShmTransport::payloads(const Task&, const std::vector<CollHeader>& headers) {
+  return ShmPayloads(*this, headers);
+}
+
+ShmPeerMemory ShmTransport::peerMemory(const std::vector<CollHeader>& headers) {
+  return ShmPeerMemory(*this, headers);
+}
+
+char* ShmTransport::sendSlot() {
+  const int next = (rank_ + 1) % config_.size;
+  FifoControl* f = layout_.fifo(base_, next);
+  const uint64_t slots = config_.fifoSlots, head = sendHead_;
+  waitUntil([&] { return head - f->tail.value.load(std::memory_order_acquire) < slots; }, next);
+  return layout_.fifoSlot(base_, next, head);
+}
+
+void ShmTransport::postSend() {
+  const int next = (rank_ + 1) % config_.size;
+  layout_.fifo(base_, next)->head.value.store(++sendHead_, std::memory_order_release);
+  notify(next);
+}
+
+const char* ShmTransport::recvSlot() {
+  FifoControl* f = layout_.fifo(base_, rank_);
+  const uint64_t tail = recvTail_;
+  waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; },
+            (rank_ + config_.size - 1) % config_.size);
+  return layout_.fifoSlot(base_, rank_, tail);
+}
+
+void ShmTransport::postRecv() {
+  layout_.fifo(base_, rank_)->tail.value.store(++recvTail_, std::memory_order_release);
+  notify((rank_ + config_.size - 1) % config_.size);
+}
+
+char* ShmTransport::ringScratch() {
+  ringScratch_.resize(config_.slotBytes);
+  return ringScratch_.data();
+}
+
+char* ShmTransport::directScratch(int i) {
+  directScratch_.resize(2 * kDirectPieceBytes);
+  return directScratch_.data() + i * kDirectPieceBytes;
+}
+
+void ShmTransport::signal(Counter RankControl::*stage) {
+  (layout_.rank(base_, rank_)->*stage).value.store(call_->seq, std::memory_order_release);
+  notifyAll();
+}
+
+void ShmTransport::waitAll(Counter RankControl::*stage, const char* what) {
+  const uint64_t seq = call_->seq;
+  auto all = [&] {
+    for (int r = 0; r < config_.size; ++r) {
+      if ((layout_.rank(base_, r)->*stage).value.load(std::memory_order_acquire) < seq) {
+        return false;
+      }
+    }
+    return true;
+  };
+  waitUntil(all, [&] { return ranksBehind(stage, seq) + what; });
+}
+
+// Reads in pieces, so that a peer's failure (the abort flag) stops a long read early: through
+// this rank's mapping where the peer's data is in a shared buffer, else by a kernel copy.
+// stream: the destination is the user's output and too large to stay in cache (stream_copy.h);
+// only a copy through a mapping can stream, the kernel's copy cannot be told to.
+void ShmTransport::readPeer(int peer, uint64_t remote, uint32_t region, void* local,
+                            size_t bytes, bool stream) {
+  constexpr size_t kPiece = 4 << 20;
+  auto pid = static_cast<pid_t>(
+      layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
+  auto dst = static_cast<char*>(local);
+  for (size_t done = 0; done < bytes; done += kPiece) {
+    checkAbort();
+    size_t len = std::min(kPiece, bytes - done);
+    if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len, stream)) {
+      continue;
+    }
+    int err = dpcore::readPeer(pid, remote + done, dst + done, len);
+    if (err == ESRCH) {
+      call_->fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+    }
+    if (err != 0) {
+      call_->fail("cannot read rank " + std::to_string(peer) + "'s buffer (process_vm_readv: " +
+                  std::strerror(err) + ")");
+    }
+  }
+}
+
+}  // namespace dpcore

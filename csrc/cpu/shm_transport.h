@@ -1,0 +1,113 @@
+// The shared-memory transport: the ranks of one node, one segment (shm_layout.h), a FIFO into
+// every rank from its ring predecessor, per-rank one-shot slots, and direct reads of the peers'
+// buffers. It carries the headers and the data of one collective at a time for core/collectives.h,
+// which matches the calls and runs the algorithms; here live only the segment, waiting, liveness
+// and failure.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/call.h"
+#include "cpu/shared_buffers.h"
+#include "cpu/shm_layout.h"
+#include "cpu/shm_segment.h"
+
+namespace dpcore {
+
+class ShmPrims;
+class ShmPayloads;
+class ShmPeerMemory;
+struct RingCall;
+
+class ShmTransport {
+ public:
+  static constexpr bool kPeerMemory = true;  // direct can run here
+  using Prims = ShmPrims;
+
+  ShmTransport(const std::string& name, bool create, int rank, const ShmConfig& config);
+  ~ShmTransport();  // tells the peers this rank has left, so none waits for it in vain
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  void unlinkSegment() { segment_->unlink(); }  // once every rank has mapped it
+  // Whether this rank may read every peer's memory (the direct algorithm); call on all ranks
+  // after every rank has mapped the segment, and agree on the answer (all must say yes).
+  bool canReadPeers();
+  // Communicator.alloc's buffers, which direct reads through; each buffer holds a reference.
+  const std::shared_ptr<SharedBuffers>& sharedBuffers() { return shared_; }
+
+  int rank() const { return rank_; }
+  int size() const { return config_.size; }
+
+  // -- one collective, as core/collectives.h drives it --------------------------------------
+  void validate(const Task& task) const;  // a one-shot payload fits its slot
+  void annotate(const Task& task, CollHeader& header) const;  // align, addresses, regions
+  void begin(const CallContext& call) { call_ = &call; }
+  // Publishes this rank's header (and a one-shot payload) and returns every rank's header.
+  std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
+  size_t segmentBytes() const { return config_.slotBytes; }
+  ShmPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
+  ShmPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
+  ShmPeerMemory peerMemory(const std::vector<CollHeader>& headers);
+  // This rank failed: tell the peers, so that they stop waiting and report why.
+  void abort(const std::string& message);
+
+  // -- what the verbs and peer memory use -----------------------------------------------------
+  // The ring's FIFOs: this rank fills slots of the next rank's and empties its own. The slot
+  // functions wait until the slot may be used; the post functions hand it over.
+  char* sendSlot();
+  void postSend();
+  const char* recvSlot();
+  void postRecv();
+  char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
+  // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).
+  void readPeer(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
+                bool stream);
+  // Tells the peers this rank passed `stage` of this call / waits until every rank has.
+  void signal(Counter RankControl::*stage);
+  void waitAll(Counter RankControl::*stage, const char* what);
+  char* ringScratch();          // a slot's worth of local memory: the ring's partial sums
+  char* directScratch(int i);   // direct's two cache-sized pieces (i = 0, 1)
+
+  // Waiting (shm_wait.h): spin, then sleep on this rank's doorbell, watching the deadline, the
+  // abort flag and the peers' liveness; blame() names what a timeout waited for ("rank 1").
+  template <class Ready, class Blame>
+  void waitUntil(Ready ready, Blame blame);
+  template <class Ready>
+  void waitUntil(Ready ready, int peer) {
+    waitUntil(ready, [peer] { return "rank " + std::to_string(peer); });
+  }
+  // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
+  void notify(int r);
+  void notifyAll();
+
+ private:
+  void wakeIfAsleep(int r);  // notify without its fence: the caller has fenced
+  void checkAbort() const;   // another rank failed: stop, and say why
+  std::string peerTrouble();
+  std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
+
+  int rank_;
+  ShmConfig config_;
+  ShmLayout layout_;
+  std::unique_ptr<ShmSegment> segment_;
+  char* base_;
+  bool oversubscribed_;  // more ranks on this node than cores this process may run on
+  const CallContext* call_ = nullptr;  // the collective in flight
+  uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
+  uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO
+  std::chrono::steady_clock::time_point lastPeerCheck_;
+  std::shared_ptr<SharedBuffers> shared_ = std::make_shared<SharedBuffers>();
+  std::vector<char> ringScratch_, directScratch_;
+};
+
+}  // namespace dpcore
+
+#include "cpu/shm_wait.h"
+// what prims(), payloads() and peerMemory() return, for whoever runs the algorithms
+#include "cpu/shm_peers.h"
+#include "cpu/shm_prims.h"

@@ -1,0 +1,70 @@
+#include "mpi/hierarchical.h"
+
+namespace dpcore {
+
+Hierarchical::Hierarchical(double timeout, const std::string& name, bool create, int localRank,
+                           const ShmConfig& node, MpiEndpoint world,
+                           std::unique_ptr<MpiEndpoint> cross, size_t mpiSlots,
+                           size_t mpiSegmentBytes)
+    : world_(true, timeout, std::move(world), mpiSlots, mpiSegmentBytes),
+      node_(true, timeout, name, create, localRank, node), nodeSize_(node.size) {
+  if (cross) {
+    cross_ = std::make_unique<Collectives<MpiTransport>>(true, timeout, *cross, mpiSlots,
+                                                         mpiSegmentBytes);
+  }
+}
+
+void Hierarchical::setTimeout(double seconds) {
+  world_.setTimeout(seconds);
+  node_.setTimeout(seconds);
+  if (cross_) cross_->setTimeout(seconds);
+}
+
+std::vector<CollHeader> Hierarchical::run(const Task& task) {
+  if (!cross_ || task.coll != Coll::kAllReduce) return world_.run(task);
+  if (!broken_.empty()) {
+    throw CommError("dpcore: communicator unusable after an earlier failure: " + broken_);
+  }
+  std::vector<CollHeader> headers = world_.match(task);
+  try {
+    allReduce(task);
+  } catch (const std::exception& e) {
+    broken_ = e.what();
+    throw;
+  }
+  return headers;
+}
+
+void Hierarchical::allReduce(const Task& task) {
+  const size_t elem = dtypeSize(task.dtype);
+  const Range shard = shardRange(task.count, nodeSize_, node_.transport().rank());
+  char* mine = static_cast<char*>(task.out) + shard.start * elem;
+  Task rs = task;  // inside the node, avg is a sum: the division happens once, across nodes
+  rs.coll = Coll::kReduceScatter;
+  rs.op = task.op == ReduceOp::kAvg ? ReduceOp::kSum : task.op;
+  rs.out = mine;
+  step("inside the node", node_, rs);
+  Task ar = task;
+  ar.in = ar.out = mine;
+  ar.count = ar.total = shard.size();
+  ar.avgDivisor = world_.transport().size();
+  step("between the nodes", *cross_, ar);
+  Task ag = task;
+  ag.coll = Coll::kAllGather;
+  ag.op = ReduceOp::kSum;
+  ag.in = mine;
+  ag.count = shard.size();
+  step("inside the node", node_, ag);
+}
+
+// A failed step names the collective the user called, then the step's own error.
+template <class Transport>
+void Hierarchical::step(const char* where, Collectives<Transport>& on, const Task& task) {
+  try {
+    on.run(task);
+  } catch (const CommError& e) {
+    world_.current().fail(std::string(where) + ": " + e.what());
+  }
+}
+
+}  // namespace dpcore

@@ -1,0 +1,68 @@
+// The MPI transport: all ranks of an MPI communicator, over point-to-point messages. It carries
+// the headers (each rank sends its own to every peer), the one-shot payloads (the same way) and
+// the ring's segments (mpi_prims.h) for core/collectives.h; MPI's own collectives are never used.
+// No peer memory: direct does not run here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/ring.h"
+#include "core/call.h"
+#include "cpu/reduce.h"
+#include "mpi/mpi_link.h"
+#include "mpi/mpi_prims.h"
+
+namespace dpcore {
+
+// One-shot payloads, received whole from every rank that publishes one.
+class MpiPayloads : public HostLoops {
+ public:
+  MpiPayloads(const char* staging, std::vector<size_t> offsets)
+      : staging_(staging), offsets_(std::move(offsets)) {}
+  const char* payload(int r) const { return staging_ + offsets_[r]; }
+
+ private:
+  const char* staging_;
+  std::vector<size_t> offsets_;  // bytes: rank r's payload starts at offsets_[r]
+};
+
+class MpiTransport {
+ public:
+  static constexpr bool kPeerMemory = false;
+  using Prims = MpiPrims;
+  // segmentBytes: the ring's segment, large enough that a message costs little more than its
+  // bytes; slots: receives posted ahead, and sends in flight from slots (dpcore/settings.py).
+  MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes);
+  ~MpiTransport();
+
+  int rank() const { return link_.rank(); }
+  int size() const { return link_.size(); }
+
+  void validate(const Task&) const {}
+  void annotate(const Task&, CollHeader&) const {}
+  void begin(const CallContext& call) {
+    call_ = &call;
+    link_.begin(call);
+  }
+  std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
+  size_t segmentBytes() const { return slots_.segmentBytes; }
+  MpiPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
+  MpiPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
+  // Nothing to tell the peers: each sees its own failure, or times out waiting for this rank.
+  // But requests of the failed call may still reach this transport's memory, so from now on
+  // that memory outlives the transport.
+  void abort(const std::string&) { failed_ = true; }
+
+ private:
+  MpiLink link_;
+  const CallContext* call_ = nullptr;
+  bool failed_ = false;
+  // What MPI reads and writes: the ring's slots, the headers, the one-shot payloads.
+  MpiSlots slots_;
+  std::unique_ptr<std::vector<CollHeader>> headers_;
+  std::unique_ptr<std::vector<char>> staging_;
+};
+
+}  // namespace dpcore
