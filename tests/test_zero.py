@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dpcore.parallel import checkpoint
-from dpcore.parallel.flat import Shards
 from dpcore.parallel.gathered import GatheredUnit
+from dpcore.parallel.shards import Shards
 from dpcore.sharding import shard_range
 from mpi_helpers import run_ok, run_script
 
@@ -60,18 +60,20 @@ def test_train_command_reports_ledger_beside_the_paper():
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
-def test_shards_cover_every_unit_once(size):
-    units = [(0, 7), (7, 8), (8, 8), (8, 31)]
+def test_shards_cover_every_span_once(size):
+    spans = [(0, 7), (7, 8), (8, 8), (8, 31)]
     owner = np.full(31, -1)
+    flat = np.arange(31) * 10
     for rank in range(size):
-        s = Shards(units, rank, size)
-        for u, (lo, hi) in enumerate(s.chunks):
-            a, b = shard_range(units[u][1] - units[u][0], size, rank)
-            assert (lo, hi) == (units[u][0] + a, units[u][0] + b) and s.local(u) == (a, b)
-            assert s.storage(u) == (s.offsets[u], s.offsets[u] + hi - lo)
+        s = Shards(spans, rank, size)
+        storage = np.concatenate(s.of_flat(flat))  # the chunks one after another
+        for k, (lo, hi) in enumerate(s.chunks):
+            a, b = shard_range(spans[k][1] - spans[k][0], size, rank)
+            assert (lo, hi) == (spans[k][0] + a, spans[k][0] + b) and s.local(k) == (a, b)
+            assert (s.chunk(storage, k) == flat[lo:hi]).all()
             assert (owner[lo:hi] == -1).all()
             owner[lo:hi] = rank
-        assert s.count == sum(hi - lo for lo, hi in s.chunks)
+        assert s.count == sum(hi - lo for lo, hi in s.chunks) == storage.size
     assert (owner >= 0).all()
 
 

@@ -1,14 +1,8 @@
 """Flat buffers: all parameters in one contiguous array, all gradients in another.
 
 Each parameter's .data and .grad become views into them, in parameter order. So any run of
-consecutive parameters (a gradient bucket) and any `shard_range` of the buffer (a ZeRO shard)
-is a slice [start, stop) that one collective moves and one optimizer call updates.
-
-ZeRO shards each unit (a gradient bucket, or at stage 3 one module's parameters) on its own:
-rank r holds shard_range(unit size, N, r) of every unit (`Shards`). A unit's reduce-scatter then
-hands each rank exactly its chunk of that unit, and its all-gather rebuilds the unit, so the
-collectives overlap backward unit by unit. With a single unit (small models, the default bucket
-size) this is shard_range over the whole flat buffer.
+consecutive parameters (a gradient bucket, a stage-3 unit) and any chunk of one (shards.py) is a
+slice [start, stop) that one collective moves and one optimizer call updates.
 """
 from ..sharding import shard_range
 from ..tensor import Tensor, array_module
@@ -61,8 +55,8 @@ class FlatParams:
         """(start, stop) of rank's shard of the flat buffers (ZeRO)."""
         return shard_range(self.count, size, rank)
 
-    def unit_range(self, indices):
-        """(start, stop) of a run of consecutive parameters (a bucket, in any order)."""
+    def span(self, indices):
+        """(start, stop) of a run of consecutive parameters (a bucket or unit, in any order)."""
         return self.offsets[min(indices)], self.offsets[max(indices) + 1]
 
     def adopt_grad(self, i):
@@ -83,31 +77,3 @@ class FlatParams:
         t = Tensor(self.data[start:stop])
         t.grad = self.grad[start:stop] if self.grad is not None else None
         return t
-
-
-class Shards:
-    """Rank's chunk of each unit: shard_range over the unit, in flat coordinates, and where it
-    sits in the rank's contiguous shard storage (the chunks one after another, in unit order).
-
-    units: [(start, stop)] runs of the flat buffer, e.g. gradient buckets."""
-
-    def __init__(self, units, rank, size):
-        self.units, self.rank, self.size = list(units), rank, size
-        self.chunks, self.offsets = [], [0]
-        for start, stop in self.units:
-            lo, hi = shard_range(stop - start, size, rank)
-            self.chunks.append((start + lo, start + hi))
-            self.offsets.append(self.offsets[-1] + hi - lo)
-
-    @property
-    def count(self):
-        """Elements this rank holds over all units."""
-        return self.offsets[-1]
-
-    def local(self, u):
-        """(lo, hi) of unit u's chunk inside the unit: the reduce-scatter output slice."""
-        return self.chunks[u][0] - self.units[u][0], self.chunks[u][1] - self.units[u][0]
-
-    def storage(self, u):
-        """(lo, hi) of unit u's chunk inside the contiguous shard storage."""
-        return self.offsets[u], self.offsets[u + 1]

@@ -1,4 +1,5 @@
-"""The memory and traffic ledger: what a rank holds and what it sends, measured, not predicted.
+"""The memory and traffic ledger: what a rank holds, what it sends and how long it waits for it,
+measured, not predicted.
 
 Held bytes are the nbytes of the arrays the engine keeps, each buffer counted once however many
 views point into it (a ZeRO-1 gradient chunk is a view into the full gradient buffer; it costs
@@ -8,6 +9,8 @@ that for an all-reduce, and on average (N-1)/N of a broadcast (a chain of N-1 li
 same rule whatever algorithm the communicator picks for small messages, so the totals compare
 with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step.
 """
+import time
+
 import numpy as np
 
 
@@ -29,7 +32,8 @@ def held_bytes(arrays):
 
 
 class CountingComm:
-    """A communicator that tallies the bytes this rank sends, per collective, per step.
+    """A communicator that tallies the bytes this rank sends, per collective, per step, and the
+    time the engine spends in wait_all.
 
     Everything else (rank, size, barrier, close, ...) passes through to the wrapped one."""
 
@@ -38,6 +42,7 @@ class CountingComm:
         self.sent = {}        # this step so far: collective -> bytes
         self.last_step = {}   # the last finished step
         self.steps = 0
+        self.wait_s = 0.0     # since the start: communication that computation did not hide
 
     def __getattr__(self, name):  # only called for what this class does not define
         return getattr(self._comm, name)
@@ -62,6 +67,13 @@ class CountingComm:
     def broadcast(self, x, *args, **kwargs):
         self._count("broadcast", x.nbytes, 1)  # N-1 links carry it: (N-1)/N per rank on average
         return self._comm.broadcast(x, *args, **kwargs)
+
+    def wait_all(self, works):
+        """Wait for every Work; the time counts as exposed communication."""
+        t0 = time.perf_counter()
+        for work in works:
+            work.wait()
+        self.wait_s += time.perf_counter() - t0
 
     def end_step(self):
         """Close the step's window: last_step is what this rank sent since the previous one

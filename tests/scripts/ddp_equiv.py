@@ -79,7 +79,7 @@ def even_batches(comm, case, dtype, opt_cls, kwargs, tol, steps=4, batch=12, **e
         loss = F.cross_entropy(engine(Tensor(xb[lo:hi])), yb[lo:hi])
         loss.backward()
         if engine.overlap:  # every bucket was launched during backward, the unused one too
-            assert engine._next == len(engine.buckets), case
+            assert engine.launcher.next == len(engine.buckets), case
         engine.step()
         engine.zero_grad()
     check(comm, case, engine, expected, tol)
@@ -118,7 +118,7 @@ def accumulation(comm, dtype, tol):
             if micro == 0:
                 with engine.no_sync():
                     loss.backward()
-                assert engine._works == []  # nothing was sent
+                assert engine.launcher.works == []  # nothing was sent
             else:
                 loss.backward()
         engine.step()

@@ -1,0 +1,50 @@
+"""The ZeRO stages as choices of strategies: the one place that says what each stage shards.
+
+  stage  buckets         gradient sync (grads.py)           parameter store
+  0      by size         FullGrads, all-reduce              FullParams
+  1      by size         FullGrads, reduce-scatter          FullParams, all-gather after update
+  2      by size         ShardedGrads                       FullParams, all-gather after update
+  3      one per unit    ShardedGrads                       ShardedParams (sharded_params.py)
+
+A stage is a pair of objects, not a class: the engine (engine.py) runs the same buckets, hooks
+and update at every stage and asks these two only what differs. Stage 0 shards nothing: each
+rank owns the whole buffer as its one chunk (shards.py).
+"""
+from .buckets import by_size
+from .grads import FullGrads, ShardedGrads
+from .params import FullParams
+from .shards import Shards
+from .sharded_params import ShardedParams
+from .units import make_units
+
+
+def check(zero_stage):
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"DataParallel: zero_stage must be 0, 1, 2 or 3, not {zero_stage!r}")
+
+
+def keeps_full_grads(zero_stage):
+    """Whether the stage wants a flat gradient buffer for the whole model (flat.py)."""
+    return zero_stage < 2
+
+
+def build(zero_stage, module, flat, comm, bucket_cap_mb, prefetch):
+    """(buckets, shards, gradient sync, parameter store) of the stage, over `flat`, whose
+    parameters every rank already agrees on (stage 3 keeps only its shard of them)."""
+    if zero_stage == 3:
+        buckets = make_units(module, flat)
+    else:
+        buckets = by_size(flat, bucket_cap_mb * 2**20)
+    if zero_stage == 0:
+        shards = Shards([(0, flat.count)], rank=0, size=1)
+    else:
+        shards = Shards([flat.span(bucket) for bucket in buckets], comm.rank, comm.size)
+    if zero_stage < 2:
+        grads = FullGrads(flat, comm, buckets, shards, scatter=zero_stage == 1)
+    else:
+        grads = ShardedGrads(flat, comm, buckets, shards)
+    if zero_stage < 3:
+        params = FullParams(module, flat, comm, shards, gather=zero_stage > 0)
+    else:
+        params = ShardedParams(module, flat, comm, buckets, shards, prefetch)
+    return buckets, shards, grads, params
