@@ -39,11 +39,13 @@ py::dict names(int count, Name name) {
   return d;
 }
 
-// The verbs one rank runs for a ring collective over `count` one-byte elements.
-std::vector<std::tuple<std::string, size_t, size_t>> ringTrace(const std::string& coll,
-                                                               size_t count, int rank, int n,
-                                                               size_t segmentCount, int root,
-                                                               std::vector<size_t> counts) {
+using VerbList = std::vector<std::tuple<std::string, size_t, size_t>>;
+
+// The verbs one rank runs for a ring collective over `count` one-byte elements, as run by
+// `trace` (the CPU's TracePrims, or the GPU's) on the call and the all-gather's shard offsets.
+template <class Trace>
+VerbList ringTrace(const std::string& coll, size_t count, int rank, int n, size_t segmentCount,
+                   int root, const std::vector<size_t>& counts, Trace trace) {
   RingCall call{Task{}, rank, n, nullptr, segmentCount};
   call.task.dtype = DType::kUInt8;
   call.task.count = call.task.total = count;
@@ -63,14 +65,29 @@ std::vector<std::tuple<std::string, size_t, size_t>> ringTrace(const std::string
   } else {
     throw std::invalid_argument("unknown collective " + coll);
   }
+  VerbList out;
+  for (const VerbRecord& e : trace(call, offsets)) {
+    out.emplace_back(verbName(e.verb), e.start, e.count);
+  }
+  return out;
+}
+
+std::vector<VerbRecord> hostTrace(const RingCall& call, const std::vector<size_t>&) {
   TracePrims counter;  // first how many verbs, then record them
   ringCollective(counter, call);
   std::vector<VerbRecord> records(counter.verbs());
   TracePrims p(records.data(), records.size());
   ringCollective(p, call);
-  std::vector<std::tuple<std::string, size_t, size_t>> out;
-  for (const VerbRecord& e : records) out.emplace_back(verbName(e.verb), e.start, e.count);
-  return out;
+  return records;
+}
+
+void bindRingTrace(py::module_& m, const char* name, std::vector<VerbRecord> (*trace)(
+                                                         RingCall, const std::vector<size_t>&)) {
+  m.def(name, [trace](const std::string& coll, size_t count, int rank, int n, size_t segmentCount,
+                      int root, const std::vector<size_t>& counts) {
+        return ringTrace(coll, count, rank, n, segmentCount, root, counts, trace);
+      }, py::arg("coll"), py::arg("count"), py::arg("rank"), py::arg("size"),
+      py::arg("segment_count"), py::arg("root") = 0, py::arg("counts") = std::vector<size_t>{});
 }
 
 }  // namespace
@@ -122,9 +139,10 @@ PYBIND11_MODULE(_C, m) {
           }, py::arg("coll"), py::arg("bytes"), py::arg("direct"), py::arg("seconds"),
           py::arg("shared") = false, py::arg("in_place") = true);
 
-  m.def("ring_trace", &ringTrace, py::arg("coll"), py::arg("count"), py::arg("rank"),
-        py::arg("size"), py::arg("segment_count"), py::arg("root") = 0,
-        py::arg("counts") = std::vector<size_t>{});
+  // (verb, start, count) of each verb one rank runs: the schedule of algo/ring.h
+  bindRingTrace(m, "ring_trace", [](RingCall call, const std::vector<size_t>& offsets) {
+    return hostTrace(call, offsets);
+  });
 
   m.def("build_info", [] {
     py::dict info;
@@ -148,5 +166,7 @@ PYBIND11_MODULE(_C, m) {
                     reinterpret_cast<void*>(out), count, divisor, reinterpret_cast<void*>(stream));
       }, "device out = a op b, queued on `stream` (0: the default stream)",
       py::call_guard<py::gil_scoped_release>());
+  // ring_trace, computed by the GPU: the same templates compiled by nvcc
+  bindRingTrace(m, "cuda_ring_trace", &cudaRingTrace);
 #endif
 }

@@ -9,10 +9,12 @@ from, in this order:
   3. the built-in default: one_shot up to ONE_SHOT_MAX (4 KiB), or where the ranks of a node
      outnumber its cores, ONE_SHOT_MAX_OVERSUBSCRIBED (default_one_shot_max).
 and never past one_shot_limit, the most its shared slot holds. The band is computed once per
-(collective, ranks, limit, transport) (about a hundred model predictions). A Communicator
-keeps bands() for its (ranks, limit, transport), a {collective: (lo, hi)} dict, so its hot
-path is one dict lookup on the collective's name and two comparisons (see auto_code, which
-does the same for callers without a dict of their own); fill() computes a missing entry.
+(collective, ranks, limit, transport) (about a hundred model predictions) by one_shot_band, a
+function of its arguments alone, from what band() gathers: the setting, the model and the
+default for these ranks. A Communicator keeps bands() for its (ranks, limit, transport), a
+{collective: (lo, hi)} dict, so its hot path is one dict lookup on the collective's name and
+two comparisons (see auto_code, which does the same for callers without a dict of their own);
+fill() computes a missing entry.
 
 Every rank must choose the same algorithm (the choice is in the header peers check), so every
 rank must see the same parameters: Communicator's __init__ can make rank 0's copy everyone's
@@ -82,7 +84,9 @@ def band(coll, n, one_shot_limit, transport=None):
     key = (coll, n, one_shot_limit, transport)
     found = _BANDS.get(key)
     if found is None:
-        found = _BANDS[key] = _compute_band(coll, n, one_shot_limit, transport)
+        found = _BANDS[key] = one_shot_band(coll, n, one_shot_limit, transport,
+                                            settings.load().one_shot_max, model(),
+                                            default_one_shot_max(n, transport))
     return found
 
 
@@ -135,17 +139,18 @@ def default_one_shot_max(n, transport=None):
     return ONE_SHOT_MAX_OVERSUBSCRIBED if crowded else ONE_SHOT_MAX
 
 
-def _compute_band(coll, n, limit, transport):
-    forced = settings.load().one_shot_max
+def one_shot_band(coll, n, limit, transport, forced, fitted, default_max):
+    """(lo, hi, rule): auto runs one_shot for lo <= nbytes <= hi, and rule says why; a function
+    of its arguments alone. forced: DPCORE_ONE_SHOT_MAX (or None); fitted: model()'s (params,
+    source, transport fitted on); default_max: the limit without a usable fit."""
     if forced is not None:
         return 0, min(forced, limit), ("env", forced)
-    params, source, fitted_on = model()
+    params, source, fitted_on = fitted
     usable = params is not None and {"one_shot", "ring"} <= set(params)
     if usable and transport is not None and fitted_on is not None and fitted_on != transport:
-        return 0, min(default_one_shot_max(n, transport), limit), ("other_transport", fitted_on,
-                                                            transport)
+        return 0, min(default_max, limit), ("other_transport", fitted_on, transport)
     if not usable:
-        return 0, min(default_one_shot_max(n, transport), limit), ("default", None)
+        return 0, min(default_max, limit), ("default", None)
     x = crossover(coll, "one_shot", "ring", n, params)
     one_shot_small = (predict(coll, "one_shot", 1, n, params) <=
                       predict(coll, "ring", 1, n, params))
@@ -208,4 +213,5 @@ def _explain(coll, nbytes, n, limit, rank, transport):
 
 
 __all__ = ["ONE_SHOT_MAX", "ONE_SHOT_MAX_OVERSUBSCRIBED", "agree", "auto_algorithm", "auto_code",
-           "band", "bands", "default_one_shot_max", "fill", "forget", "model", "use_params"]
+           "band", "bands", "default_one_shot_max", "fill", "forget", "model", "one_shot_band",
+           "use_params"]

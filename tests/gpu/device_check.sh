@@ -8,5 +8,5 @@ nvidia-smi -L
 python3 -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)"
 python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -5
 python3 -c "import dpcore; print(dpcore.build_info())" || exit 1
-python3 -m pytest -q -p no:cacheprovider tests/gpu/test_cuda_reduce.py 2>&1 | tail -5
+python3 -m pytest -q -p no:cacheprovider tests/gpu 2>&1 | tail -5
 python3 tests/gpu/bench_cuda_reduce.py
