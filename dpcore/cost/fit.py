@@ -170,7 +170,7 @@ def sweep(comm, quick=False):
                 call, actual = _call(buffer, comm, coll, algo, nbytes)
                 call(), call()  # warm up: page faults, first touch of the shared slots
                 # back-to-back calls, as the bench times them: a lone call after a barrier
-                # also pays for the ranks leaving the barrier apart (measured: 1 MiB 40 % slower)
+                # also pays for the ranks leaving the barrier apart
                 iters = max(3, min(50, (16 << 20) // actual))
                 configs.append((coll, algo, actual, call, iters, []))
     start = time.perf_counter()

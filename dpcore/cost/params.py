@@ -7,8 +7,8 @@ on the slower between-node link. Time is then a dot product, linear in alpha, be
 which is what lets `fit` recover them by least squares.
 
 One bend in the line: a buffer larger than the cache moves at memory speed. Params may give a
-cache size and a second beta (beta_mem) for the share of the buffer that misses it; measured on
-this project's VM, a 2-rank ring all-reduce moves 27 GB/s up to 4 MiB and 15 GB/s from 64 MiB.
+cache size and a second beta (beta_mem) for the share of the buffer that misses it (the bend as
+measured: benchmarks/results/2026-12-01-cpu.md).
 """
 import json
 import os
@@ -100,11 +100,9 @@ def spill(size, cache_bytes):
     cache_bytes and move at memory speed (0 without a cache): a tenth at a ninth of the cache,
     half at its size, nine tenths at nine times it.
 
-    Not the cliff of one ideal cache, 1 - C/S past S = C, which this machine does not show: with
-    a private L2, an L3 that may be shared or split between the ranks' dies and prefetchers, its
-    ring all-reduce slows gradually, 26.5, 22.0, 20.8, 18.4 and 16.2 GB/s at 1, 8, 16, 32 and
-    64 MiB. Fitted to two sweeps of that, the cliff left the worst all_reduce size from 64 KiB
-    up 22-24 % off, this share 16 %."""
+    Not the cliff of one ideal cache, 1 - C/S past S = C: with a private L2, an L3 that may be
+    shared or split between the ranks' dies, and prefetchers, a real machine slows gradually, and
+    this share follows it closer than the cliff (benchmarks/results/2026-12-01-structure.md)."""
     if not cache_bytes:
         return 0.0
     return size / (size + cache_bytes)

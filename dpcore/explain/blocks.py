@@ -18,7 +18,7 @@ def together(*schedules):
     return steps
 
 
-# -- rings: the formulas of csrc/include/dpcore/ring.h --------------------------------------
+# -- rings: the formulas of csrc/include/dpcore/chunks.h ------------------------------------------
 
 def ring_reduce_scatter(group, parts, phase="reduce-scatter"):
     """Step k: position p sends part p-k-1 and adds part p-k-2 from p-1; after m-1 steps
