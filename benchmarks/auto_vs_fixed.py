@@ -20,7 +20,7 @@ from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
 from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
-from dpcore.bench.harness import parse_size  # noqa: E402
+from dpcore.bench.options import parse_size  # noqa: E402
 
 
 def calls(comm, coll, x, shard):

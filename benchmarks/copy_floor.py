@@ -48,7 +48,8 @@ from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
 from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
-from dpcore.bench.harness import huge_page_buffer, parse_size  # noqa: E402
+from dpcore.bench.harness import huge_page_buffer
+from dpcore.bench.options import parse_size  # noqa: E402
 
 COLUMNS = ("floor", "stream", "MPI", "dpcore", "alloc")
 RATIOS = (("MPI", "floor"), ("floor", "MPI"), ("stream", "MPI"), ("dpcore", "floor"),

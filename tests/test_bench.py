@@ -13,7 +13,7 @@ import pytest
 
 from dpcore.bench.collectives import COLLECTIVES
 from dpcore.dtypes import bfloat16
-from dpcore.bench.harness import parse_size
+from dpcore.bench.options import parse_size
 from test_direct import ptrace_allows_siblings
 
 SMALL = ["-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"]
@@ -159,9 +159,9 @@ def test_wrong_results_are_counted(tmp_path):
     on one rank, doing nothing is the right answer."""
     script = tmp_path / "broken.py"
     script.write_text(
-        "from dpcore.bench import collectives, harness\n"
+        "from dpcore.bench import cli, collectives\n"
         "collectives.AllReduce.run = staticmethod(lambda comm, send, recv, case: None)\n"
-        "harness.run()\n")
+        "cli.run()\n")
     stdout, doc = bench(tmp_path, 0, "all_reduce", "-b", "64", "-e", "256", "-f", "4",
                         "-n", "1", "-w", "0", script=str(script), expect_status=1)
     assert [(r["oop_wrong"], r["ip_wrong"]) for r in doc["rows"]] == [(16, 0), (64, 0)]

@@ -13,7 +13,7 @@ import pytest
 
 from dpcore.dtypes import ALGORITHM_NAMES
 from dpcore.settings import Settings
-from dpcore.bench.harness import _time_text
+from dpcore.bench.table import time_text
 from dpcore.cost import Params, auto, predict, save
 
 SYNTHETIC = {"one_shot": Params(alpha=1e-6, beta=1e-9), "ring": Params(alpha=1e-6, beta=1e-9)}
@@ -84,7 +84,7 @@ def test_model_columns_and_plot(tmp_path, model_file):
             (row["pred_us"] - row["ip_time_us"]) / row["ip_time_us"] * 100)
         printed = next(line.split() for line in stdout.splitlines()
                        if line.split()[:2] == [str(row["size"]), str(row["count"])])
-        assert printed[-3:] == [row["algo_used"], _time_text(row["pred_us"]),
+        assert printed[-3:] == [row["algo_used"], time_text(row["pred_us"]),
                                 f"{row['model_err%']:+.0f}"]
     assert auto_rule_holds(doc["rows"], 2), doc["rows"]
     if has_matplotlib:
@@ -127,7 +127,7 @@ def test_a_missing_model_file_is_an_error(tmp_path):
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
     script = tmp_path / "no_matplotlib.py"
     script.write_text("import sys\nsys.modules['matplotlib'] = None\n"
-                      "from dpcore.bench import harness\nharness.run()\n")
+                      "from dpcore.bench import cli\ncli.run()\n")
     stdout, _ = bench(tmp_path, 0, "all_reduce", *SMALL, "--plot", "x.png",
                       script=str(script), expect_status=2, json_out=False)
     assert "pip install matplotlib" in stdout

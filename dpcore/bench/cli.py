@@ -1,0 +1,90 @@
+"""The bench's entry point: parse the flags, run every (dtype, op) sweep, write --json and --plot.
+`python -m dpcore.bench` and benchmarks/*_perf.py call run()."""
+import json
+import os
+import sys
+
+from ..dtypes import parse_dtype
+from .collectives import COLLECTIVES
+from .harness import Bench
+from .options import parser
+from .table import load_model
+
+
+def main(argv=None, collective=None):
+    """Run the benchmark; returns the exit status (1 when any element was wrong)."""
+    from mpi4py import MPI
+
+    import dpcore
+
+    p = parser(collective)
+    args = p.parse_args(argv)
+    if args.minbytes > args.maxbytes:
+        p.error(f"invalid sizes: -b {args.minbytes} > -e {args.maxbytes}")
+    iters = 1 if args.iters is None else args.iters
+    if min(args.stepfactor, args.repeat, iters) < 1 or min(args.warmup_iters, args.check) < 0:
+        p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
+    if args.one_buffer and args.register:
+        p.error("--one-buffer and -R 1 choose dpcore's buffers two ways: pick one")
+    if args.plot:
+        from .plot import check_matplotlib
+
+        try:
+            check_matplotlib()
+        except ImportError as e:
+            p.error(str(e))
+    coll = COLLECTIVES[collective or args.collective]
+    ops = args.op if coll.reduces else ["sum"]
+    model = load_model(args.model, MPI.COMM_WORLD.Get_size(), p)
+    with dpcore.init() as comm:
+        bench = Bench(comm, coll, args)
+        bench.use_model(*model)
+        if coll.rooted and not 0 <= args.root < bench.n:
+            bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
+            return 2
+        bench.header()
+        for dtype_text in args.datatype:
+            for op in ops:
+                if op == "avg" and parse_dtype(dtype_text).kind in "iu":
+                    continue  # avg needs a floating dtype
+                try:
+                    bench.time_test(dtype_text, op)
+                except ValueError as e:  # e.g. -a one_shot past its size: same on every rank
+                    bench.say(f"# {dtype_text} {op}: stopped: {e}")
+        result = bench.summary()
+        if args.json and bench.rank == 0:
+            one = lambda names: names[0] if len(names) == 1 else names  # noqa: E731
+            doc = {"collective": coll.name, "nranks": bench.n, "dtype": one(args.datatype),
+                   "op": one(ops) if coll.reduces else None, "algo": args.algo,
+                   "transport": comm.transport, "compare": args.compare,
+                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
+            if bench.model is not None:
+                doc["model"] = os.path.abspath(bench.model_path)
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1)
+        if args.plot and bench.rank == 0 and bench.rows:
+            from .plot import plot
+
+            plot(args.plot, bench.rows, coll, comm.transport, args.compare == "mpi")
+            print(f"# plot: {args.plot}", flush=True)
+        bench.mpi.Free()
+    return 1 if result["wrong"] else 0
+
+
+def run(argv=None, collective=None):
+    """main(), but an exception on one rank aborts the whole job instead of hanging the rest."""
+    try:
+        status = main(argv, collective)
+    except SystemExit:
+        raise
+    except BaseException:
+        import traceback
+
+        from mpi4py import MPI
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        if MPI.COMM_WORLD.Get_size() > 1:
+            MPI.COMM_WORLD.Abort(1)
+        raise
+    sys.exit(status)

@@ -1,0 +1,118 @@
+"""The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r),
+plus dpcore's (-a, -R, --one-buffer, --compare, --repeat, --json, --model, --plot)."""
+import argparse
+import re
+
+from ..comm import Communicator
+from ..dtypes import DTYPES, parse_dtype
+from .collectives import COLLECTIVES, dtype_name
+
+# A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
+# take fewer iterations and the default sweep stays short on a small machine.
+AUTO_ITER_BYTES = 256 << 20
+DEFAULT_ITERS = 20
+
+_DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32",
+                  "fp32": "float32", "double": "float64", "fp64": "float64", "char": "int8",
+                  "int": "int32"}
+_OPS = ("sum", "prod", "max", "min", "avg")
+
+
+def parse_size(text):
+    """Bytes from nccl-tests' notation: 8, 1K, 64M, 1G (powers of 1024; an optional B)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kKmMgG]?)[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 8, 1K, 64M, 1G)")
+    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(float(m.group(1)) * unit)
+
+
+def _dtype_names(text):
+    if text == "all":
+        return [dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get)]
+    name = _DTYPE_ALIASES.get(text, text)
+    try:
+        dtype = parse_dtype(name)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}: {e}")
+    if dtype not in DTYPES:
+        names = ", ".join(dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get))
+        raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}; supported: {names}")
+    return [name]
+
+
+def _op_names(text):
+    if text == "all":
+        return list(_OPS)
+    if text not in _OPS:
+        raise argparse.ArgumentTypeError(f"unknown op {text!r}; expected {', '.join(_OPS)}, all")
+    return [text]
+
+
+def parser(collective=None):
+    p = argparse.ArgumentParser(
+        prog=f"{collective}_perf" if collective else "python -m dpcore.bench",
+        description="nccl-tests style benchmark of dpcore's collectives; run under mpiexec -n N")
+    if collective is None:
+        p.add_argument("collective", choices=list(COLLECTIVES))
+    p.add_argument("-b", "--minbytes", type=parse_size, default=8, help="default 8")
+    p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"),
+                   help="default 64M")
+    p.add_argument("-f", "--stepfactor", type=int, default=4,
+                   help="multiply the size by this each step (default 4; 1: add -i)")
+    p.add_argument("-i", "--stepbytes", type=parse_size, default=parse_size("1M"),
+                   help="bytes added per step when -f is 1 (default 1M)")
+    p.add_argument("-n", "--iters", type=int, default=None,
+                   help=f"timed calls per block (default {DEFAULT_ITERS}, fewer for sizes "
+                        f"above {AUTO_ITER_BYTES // DEFAULT_ITERS >> 20} MiB; "
+                        "a given -n is used as is)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="default 5")
+    p.add_argument("-c", "--check", type=int, default=1,
+                   help="check results (count wrong elements) this many times, default 1")
+    p.add_argument("-d", "--datatype", type=_dtype_names, default=["float32"],
+                   help="float32 (default), float16, bfloat16, float64, int8, uint8, int32, "
+                        "int64, or all")
+    p.add_argument("-o", "--op", type=_op_names, default=["sum"],
+                   help="sum (default), prod, max, min, avg, or all")
+    p.add_argument("-r", "--root", type=int, default=0, help="broadcast root (default 0)")
+    algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
+    p.add_argument("-a", "--algo", default="auto", choices=algos,
+                   help=f"{', '.join(algos)} (default auto)")
+    p.add_argument("-R", "--register", type=int, choices=[0, 1], default=0,
+                   help="1: dpcore's buffers come from comm.alloc, which every rank maps, as "
+                        "nccl-tests' -R registers them (MPI keeps ordinary buffers, on which "
+                        "it is faster); default 0")
+    p.add_argument("--one-buffer", action="store_true",
+                   help="allocate the buffers once, at -e's size, and time every size on their "
+                        "front, as nccl-tests does (default: fresh buffers per size). Large "
+                        "allocations get huge pages, which speed up MPI's kernel copies")
+    p.add_argument("--compare", choices=["mpi"], default=None,
+                   help="also time MPI's own collective on the same buffers (-R 1: ordinary "
+                        "ones), alternating")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each timed block this many times (alternating) and report medians")
+    p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
+    p.add_argument("--model", metavar="FILE", default=None,
+                   help="fitted cost model (JSON from `python -m dpcore.cost fit --out FILE`) "
+                        "for the pred_us and model_err%% columns and for -a auto's choice; "
+                        "default: the fit's default file, if there is one")
+    p.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="draw busbw against size for dpcore, MPI (--compare mpi) and the "
+                        "model (needs matplotlib)")
+    return p
+
+
+def sizes(args):
+    size = args.minbytes
+    while size <= args.maxbytes:
+        yield size
+        if args.stepfactor > 1:
+            size *= args.stepfactor
+        else:
+            size += max(args.stepbytes, 1)
+
+
+def iters_for(args, nbytes):
+    if args.iters is not None:
+        return args.iters
+    return max(2, min(DEFAULT_ITERS, AUTO_ITER_BYTES // max(nbytes, 1)))

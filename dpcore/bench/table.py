@@ -1,0 +1,128 @@
+"""The bench's rows: their columns (nccl-tests' layout, MPI's beside, the model's prediction)
+and how they print."""
+import json
+
+import numpy as np
+
+from ..dtypes import ALGORITHM_NAMES
+
+
+def algo_used(comm, coll_name, nbytes, algo):
+    """The algorithm the communicator runs for a call of nbytes (as its _algo sees them: the
+    whole buffer S): `algo` itself, or what "auto" picks."""
+    if algo != "auto":
+        return algo
+    return ALGORITHM_NAMES[comm._algo("auto", nbytes, coll_name)]
+
+
+LARGE_BYTES = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)
+
+
+def model_columns(params, coll_name, row):
+    """pred_us: the model's time for the algorithm that ran; model_err%: against in-place."""
+    from ..cost import predict
+
+    pred = predict(coll_name, row["algo_used"], row["size"], row["nranks"], params) * 1e6
+    measured = row["ip_time_us"]
+    err = (pred - measured) / measured * 100 if measured else None
+    return {"pred_us": pred, "model_err%": err}
+
+
+def load_model(path, n, parser):
+    """({algo: Params} or None, header lines, path): --model FILE, else the fit's default
+    file."""
+    from ..cost import default_path, load
+    from ..cost.auto import use_params
+
+    explicit = path is not None
+    path = path or default_path()
+    where = f"--model {path}" if explicit else path
+    try:
+        params, doc = load(path) or None, {}
+        if params:
+            with open(path) as f:
+                doc = json.load(f)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error(f"{where}: cannot read a fitted cost model: {e}")
+    if params is None:
+        if explicit:
+            parser.error(f"{where}: no such file (or no algorithms in it)")
+        return None, [f"# no fitted cost model: `mpiexec -n {max(n, 2)} python -m dpcore.cost "
+                      "fit` adds pred_us and model_err% columns (or --model FILE)", "#"], None
+    if explicit:  # -a auto then chooses by the same model the columns predict with
+        use_params(params, path, doc.get("transport"))
+    fitted = ", ".join(f"{k} {doc[k]}" for k in ("ranks", "transport", "dtype", "created")
+                       if k in doc)
+    return params, [f"# model: {path} ({fitted}); pred_us = alpha-beta time of the algorithm "
+                    "run, model_err% = (pred_us - in-place time) / in-place time", "#"], path
+
+
+def bits(a):
+    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def columns(prefix, size, seconds, factor):
+    """time (us), algbw = size / time and busbw = algbw * factor (GB/s); None when not run."""
+    if seconds is None:
+        return {f"{prefix}_time_us": None, f"{prefix}_algbw": None, f"{prefix}_busbw": None}
+    algbw = size / seconds / 1e9 if seconds > 0 else 0.0
+    return {f"{prefix}_time_us": seconds * 1e6, f"{prefix}_algbw": algbw,
+            f"{prefix}_busbw": algbw * factor}
+
+
+# -- the table, in nccl-tests' layout ---------------------------------------------------------
+
+_PARAMS = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
+_BLOCK = "  {:>7}  {:>6}  {:>6}  {:>6}"
+_MPI_BLOCK = "  {:>8}  {:>9}  {:>5}"
+_ALGO_BLOCK = "  {:>8}"
+_MODEL_BLOCK = "  {:>8}  {:>10}"
+
+
+def table_header(compare, model=False):
+    params_width = len(_PARAMS.format(*[""] * 5))
+    block_width = len(_BLOCK.format(*[""] * 4))
+    meta = "#" + " " * (params_width - 1) + "out-of-place".center(block_width)
+    meta += "in-place".center(block_width)
+    names = "#" + _PARAMS.format("size", "count", "type", "redop", "root")[1:]
+    units = "#" + _PARAMS.format("(B)", "(elements)", "", "", "")[1:]
+    for _ in range(2):
+        names += _BLOCK.format("time", "algbw", "busbw", "#wrong")
+        units += _BLOCK.format("(us)", "(GB/s)", "(GB/s)", "")
+    if compare:
+        meta += "MPI in-place".center(len(_MPI_BLOCK.format(*[""] * 3)))
+        names += _MPI_BLOCK.format("mpi time", "mpi busbw", "ratio")
+        units += _MPI_BLOCK.format("(us)", "(GB/s)", "")
+    meta += " " * len(_ALGO_BLOCK.format(""))
+    names += _ALGO_BLOCK.format("algo")
+    units += _ALGO_BLOCK.format("")
+    if model:
+        meta += "model".center(len(_MODEL_BLOCK.format("", "")))
+        names += _MODEL_BLOCK.format("pred_us", "model_err%")
+        units += _MODEL_BLOCK.format("(us)", "(%)")
+    return "\n".join((meta.rstrip(), names, units.rstrip()))
+
+
+def time_text(us):
+    if us is None:
+        return "n/a"
+    return f"{us:.0f}" if us >= 10000 else f"{us:.1f}" if us >= 100 else f"{us:.2f}"
+
+
+def num(x, spec=".2f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def format_row(row, compare, model=False):
+    text = _PARAMS.format(row["size"], row["count"], row["type"], row["redop"], row["root"])
+    for p in ("oop", "ip"):
+        wrong = row[f"{p}_wrong"]
+        text += _BLOCK.format(time_text(row[f"{p}_time_us"]), num(row[f"{p}_algbw"]),
+                              num(row[f"{p}_busbw"]), "n/a" if wrong is None else wrong)
+    if compare:
+        text += _MPI_BLOCK.format(time_text(row["ip_mpi_time_us"]),
+                                  num(row["ip_mpi_busbw"]), num(row["ip_ratio"]))
+    text += _ALGO_BLOCK.format(row["algo_used"])
+    if model:
+        text += _MODEL_BLOCK.format(time_text(row["pred_us"]), num(row["model_err%"], "+.0f"))
+    return text
