@@ -88,6 +88,7 @@ class SharedBuffer {
 void bindBackends(py::module_& m) {
   py::class_<Job, std::shared_ptr<Job>>(m, "Job")
       .def("done", &Job::done)
+      .def("failed", &Job::failed)
       .def("wait", [](Job& j, double timeout) {
             bool finished;
             {

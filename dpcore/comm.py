@@ -54,6 +54,9 @@ class Communicator:
         self.one_shot_bytes = self._node.bcast(self.settings.one_shot_bytes, root=0)
         self._auto_bands = _auto.bands(self.size, self.one_shot_bytes, self.transport)
         self._pending = []
+        # The arrays of calls that failed, for good: over MPI a request of a failed call may
+        # still read or write them when a late peer comes.
+        self._orphans = []
         connection = transports.connect(self.transport, self._mpi, self._node, self.settings,
                                         self.timeout)
         self._backend, self._comms = connection.backend, connection.comms
@@ -199,7 +202,11 @@ class Communicator:
         if backend is None:
             self._checked_backend()  # raises
         if not async_op:
-            backend.run(coll, dtype, op, root, algo, a, out_a, count, total)
+            try:
+                backend.run(coll, dtype, op, root, algo, a, out_a, count, total)
+            except RuntimeError:
+                self._orphans.append((a, out_a))
+                raise
             return result
         self._reap()
         work = Work(backend.submit(coll, dtype, op, root, algo, a, out_a, count, total),
@@ -209,6 +216,7 @@ class Communicator:
 
     def _reap(self):
         if self._pending:
+            self._orphans += [w._keep_alive for w in self._pending if w.failed()]
             self._pending = [w for w in self._pending if not w.done()]
 
     def close(self):

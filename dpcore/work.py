@@ -22,6 +22,10 @@ class Work:
     def done(self):
         return self._job.done()
 
+    def failed(self):
+        """Done, with an error (which wait() raises)."""
+        return self._job.failed()
+
 
 class DoneWork(Work):
     """A Work whose collective already ran (transports without a background thread)."""
@@ -32,6 +36,9 @@ class DoneWork(Work):
 
         def done(self):
             return True
+
+        def failed(self):
+            return False
 
     def __init__(self, result):
         super().__init__(self._Finished(), result)

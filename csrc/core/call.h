@@ -41,6 +41,21 @@ CollHeader headerOf(const Task& task, uint64_t seq);
 // Every rank sees every header, so every rank finds a mismatch: "" if all agree, else why not.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank);
 
+// Once a call has failed, peers may be anywhere in its schedule, so no later call could match:
+// a communicator refuses every one at once.
+class Broken {
+ public:
+  void check() const {
+    if (!reason_.empty()) {
+      throw CommError("dpcore: communicator unusable after an earlier failure: " + reason_);
+    }
+  }
+  void set(const std::string& reason) { reason_ = reason; }
+
+ private:
+  std::string reason_;
+};
+
 // The collective in flight on one rank, for deadlines and messages: "dpcore all_reduce #3 on
 // rank 1: why".
 struct CallContext {

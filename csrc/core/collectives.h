@@ -79,9 +79,7 @@ class Collectives {
 
  private:
   std::vector<CollHeader> call(const Task& task, bool moveData) {
-    if (!broken_.empty()) {
-      throw CommError("dpcore: communicator unusable after an earlier failure: " + broken_);
-    }
+    broken_.check();
     transport_.validate(task);  // bad input: refused before anything is sent
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
@@ -93,7 +91,7 @@ class Collectives {
     try {
       return runOne(task, moveData);
     } catch (const std::exception& e) {
-      broken_ = e.what();
+      broken_.set(e.what());
       transport_.abort(e.what());
       throw;
     }
@@ -160,7 +158,7 @@ class Collectives {
   Tuner tuner_;  // rank 0's; the others follow its pick
   uint64_t algoCalls_[kNumAlgos] = {};
   std::vector<size_t> offsets_;
-  std::string broken_;
+  Broken broken_;
 };
 
 }  // namespace dpcore

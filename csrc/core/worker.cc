@@ -20,6 +20,11 @@ bool Job::done() {
   return done_;
 }
 
+bool Job::failed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && error_ != nullptr;
+}
+
 bool Job::waitFor(double seconds) {
   std::unique_lock<std::mutex> lock(mu_);
   if (seconds < 0) {

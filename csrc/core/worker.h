@@ -19,6 +19,7 @@ class Job {
   explicit Job(std::function<void()> fn) : fn_(std::move(fn)) {}
   void execute();
   bool done();
+  bool failed();                 // done, with an error
   bool waitFor(double seconds);  // negative: no limit; false when time ran out
   void rethrow();                // the collective's error, if it failed
 

@@ -26,7 +26,6 @@ struct RingCall;
 class ShmTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct can run here
-  using Prims = ShmPrims;
 
   ShmTransport(const std::string& name, bool create, int rank, const ShmConfig& config);
   ~ShmTransport();  // tells the peers this rank has left, so none waits for it in vain

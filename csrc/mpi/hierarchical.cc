@@ -21,15 +21,13 @@ void Hierarchical::setTimeout(double seconds) {
 }
 
 std::vector<CollHeader> Hierarchical::run(const Task& task) {
+  broken_.check();
   if (!cross_ || task.coll != Coll::kAllReduce) return world_.run(task);
-  if (!broken_.empty()) {
-    throw CommError("dpcore: communicator unusable after an earlier failure: " + broken_);
-  }
   std::vector<CollHeader> headers = world_.match(task);
   try {
     allReduce(task);
   } catch (const std::exception& e) {
-    broken_ = e.what();
+    broken_.set(e.what());
     throw;
   }
   return headers;

@@ -37,6 +37,7 @@ class Hierarchical {
 
   std::vector<CollHeader> run(const Task& task);
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {
+    broken_.check();
     return world_.exchangeCounts(dtype, mine);
   }
   uint64_t sequence() const { return world_.sequence(); }
@@ -57,7 +58,7 @@ class Hierarchical {
   Collectives<ShmTransport> node_;
   std::unique_ptr<Collectives<MpiTransport>> cross_;
   int nodeSize_;
-  std::string broken_;
+  Broken broken_;  // by a failure inside the node or across the nodes
 };
 
 }  // namespace dpcore

@@ -31,7 +31,6 @@ class MpiPayloads : public HostLoops {
 class MpiTransport {
  public:
   static constexpr bool kPeerMemory = false;
-  using Prims = MpiPrims;
   // segmentBytes: the ring's segment, large enough that a message costs little more than its
   // bytes; slots: receives posted ahead, and sends in flight from slots (dpcore/settings.py).
   MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes);
