@@ -3,14 +3,13 @@ print a row per size with a finite, positive number in every column. Nothing her
 time: these only keep the scripts from rotting as the library changes under them."""
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from mpi_helpers import run_script
+from mpi_helpers import run_python, run_script
 
+pytestmark = pytest.mark.mpi
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -62,11 +61,10 @@ def test_auto_vs_fixed():
 
 
 def test_mpi_table_drives_the_bench():
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "mpi_table.py"), "broadcast",
-                           "--runs", "1", "-b", "1K", "-e", "4K"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    table = [line.split() for line in done.stdout.splitlines()
+    """mpi_table.py starts its own mpiexec jobs; run_python's session holds them all."""
+    _, output = run_python([BENCHMARKS / "mpi_table.py", "broadcast", "--runs", "1",
+                            "-b", "1K", "-e", "4K"])
+    table = [line.split() for line in output.splitlines()
              if re.match(r"\s*\d+[KM]?\s+(one_shot|ring|direct)\s", line)]
-    assert [r[0] for r in table] == ["1K", "4K"], done.stdout
-    assert all(all_positive(float(f) for f in r[2:]) for r in table), done.stdout
+    assert [r[0] for r in table] == ["1K", "4K"], output
+    assert all(all_positive(float(f) for f in r[2:]) for r in table), output
