@@ -54,6 +54,7 @@ def test_ring_reduces_every_chunk_exactly_once(n):
 def test_ring_follows_ring_h(n):
     # ring.h: at reduce-scatter step k rank r sends chunk r-k-1; all-gather step k sends r-k
     sim = simulate("all_reduce", "ring", n)
+    assert len(sim.steps) == 2 * (n - 1) and all(len(s.transfers) == n for s in sim.steps)
     for k, step in enumerate(sim.steps):
         for t in step.transfers:
             r = t.src
