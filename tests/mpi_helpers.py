@@ -1,8 +1,12 @@
-"""Launching test scripts under `mpiexec -n K` from pytest.
+"""Launching Python under `mpiexec -n K` (and, for the few tests that need one, alone) from pytest.
 
-Every multi-rank test runs a plain program from tests/scripts/ as a subprocess, with a timeout, so
-a hang fails one test instead of the whole run. The scripts run through `python -m mpi4py`, so an
-uncaught exception on one rank aborts the job instead of leaving the other ranks waiting.
+The one place the tests start a process: each runs in a session of its own with a timeout, and a
+timeout kills the whole session (mpiexec, its proxy, every rank), so a hang fails one test instead
+of the whole run. run_mpi runs any Python command line on K ranks (`-m dpcore.bench ...`);
+run_script runs a program from tests/scripts/ through `python -m mpi4py`, so an uncaught exception
+on one rank aborts the job instead of leaving the other ranks waiting; run_python runs one with no
+launcher. A test that launches mpiexec (run_mpi, run_script, run_ok, or a program that starts
+mpiexec itself) is marked `mpi`, so that `pytest -m "not mpi"` runs the unit tests alone.
 """
 import os
 import re
@@ -28,34 +32,46 @@ def find_mpiexec():
 MPIEXEC = find_mpiexec()
 
 
-def run_script(script, n, *args, timeout=DEFAULT_TIMEOUT, env=None, mpiexec_args=(),
-               wrapper=(), check=True):
-    """Run tests/scripts/<script> on n ranks; return (returncode, output) with stdout and stderr
-    merged. With check=True, fail the test unless the job exits 0.
+def run_python(argv, *, launcher=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None, check=True,
+               status=0):
+    """Run `[launcher] python *argv` with this interpreter; return (returncode, output) with
+    stdout and stderr merged. With check=True, fail the test unless it exits with `status`.
 
-    `env` adds to (and overrides) the environment. DPCORE_TIMEOUT defaults to 60 s there, so a
-    library hang surfaces as a CommError well before the subprocess timeout. `wrapper` goes
-    between mpiexec's arguments and the Python command (e.g. scripts/as_child.py)."""
-    if MPIEXEC is None:
-        pytest.fail("mpiexec not found: pip install mpich (or put an MPI's mpiexec on PATH)")
+    `env` adds to (and overrides) the environment; a value of None removes that variable.
+    DPCORE_TIMEOUT defaults to 60 s there, so a library hang surfaces as a CommError well
+    before the subprocess timeout."""
     full_env = dict(os.environ, DPCORE_TIMEOUT="60")
     full_env.update(env or {})
-    cmd = [MPIEXEC, *mpiexec_args, "-n", str(n), *wrapper, sys.executable, "-m", "mpi4py",
-           str(SCRIPTS / script), *map(str, args)]
+    full_env = {k: v for k, v in full_env.items() if v is not None}
+    cmd = [*map(str, launcher), sys.executable, *map(str, argv)]
     # A new session, so a timeout can kill mpiexec and every rank it started, and nothing else.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-                            text=True, start_new_session=True)
+                            cwd=cwd, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_session(proc.pid)
         output, _ = proc.communicate()
-        pytest.fail(f"mpiexec -n {n} {script} {' '.join(map(str, args))} timed out after "
-                    f"{timeout} s; output:\n{output}")
-    if check and proc.returncode != 0:
-        pytest.fail(f"mpiexec -n {n} {script} {' '.join(map(str, args))} exited with "
-                    f"{proc.returncode}; output:\n{output}")
+        pytest.fail(f"{' '.join(cmd)} timed out after {timeout} s; output:\n{output}")
+    if check and proc.returncode != status:
+        pytest.fail(f"{' '.join(cmd)} exited with {proc.returncode} (expected {status}); "
+                    f"output:\n{output}")
     return proc.returncode, output
+
+
+def run_mpi(n, argv, *, mpiexec_args=(), wrapper=(), **kwargs):
+    """run_python(argv) on n ranks: `mpiexec [mpiexec_args] -n n [wrapper] python *argv`.
+    `wrapper` goes between mpiexec's arguments and the Python command (e.g.
+    scripts/as_child.py); the keyword arguments are run_python's."""
+    if MPIEXEC is None:
+        pytest.fail("mpiexec not found: pip install mpich (or put an MPI's mpiexec on PATH)")
+    return run_python(argv, launcher=[MPIEXEC, *mpiexec_args, "-n", n, *wrapper], **kwargs)
+
+
+def run_script(script, n, *args, **kwargs):
+    """Run tests/scripts/<script> (or the script at a path) on n ranks through
+    `python -m mpi4py`; the keyword arguments are run_mpi's."""
+    return run_mpi(n, ["-m", "mpi4py", SCRIPTS / script, *args], **kwargs)
 
 
 def kill_session(sid):

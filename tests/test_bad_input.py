@@ -6,6 +6,8 @@ import pytest
 
 from mpi_helpers import run_ok
 
+pytestmark = pytest.mark.mpi
+
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_bad_input_is_refused_locally_and_the_communicator_stays_usable(n):

@@ -1,54 +1,81 @@
 """The nccl-tests style benchmark: runs under mpiexec, prints nccl-tests' columns, #wrong is 0.
 
 Each multi-rank case launches `mpiexec -n K python -m dpcore.bench ...` on small sizes and reads
-the --json rows; nothing here asserts on a time.
+the --json rows; the one-rank cases run its main() in the test process, but for one run of the
+command alone. Nothing here asserts on a time.
 """
 import json
 import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
+from dpcore import _C
+from dpcore.bench import cli, collectives
 from dpcore.bench.collectives import COLLECTIVES
-from dpcore.dtypes import bfloat16
 from dpcore.bench.options import parse_size
+from dpcore.cost import auto
+from dpcore.dtypes import bfloat16
+from mpi_helpers import run_mpi, run_python
 from test_direct import ptrace_allows_siblings
 
 SMALL = ["-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"]
 COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"]
 FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
            "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
-needs_mpiexec = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
 
 
-def bench(tmp_path, ranks, *args, script=None, expect_status=0, env=None):
-    """Run the benchmark (under mpiexec when ranks > 0); returns (stdout, json document)."""
+def bench(tmp_path, ranks, *args, script=None, status=0, env=None, json_out=True):
+    """Run the benchmark as a command in tmp_path: under mpiexec -n ranks, or alone when ranks
+    is 0; fail unless it exits with `status`. An empty cache folder (no fitted cost model unless
+    a test writes one there), no DPCORE_ONE_SHOT_MAX. Returns (stdout and stderr, the --json
+    document or None where none was written)."""
     out = tmp_path / "bench.json"
-    env = dict(os.environ, DPCORE_TIMEOUT="60", **(env or {}))
-    cmd = [sys.executable] + ([script] if script else ["-m", "dpcore.bench"])
-    cmd += [*args, "--json", str(out)]
-    if ranks:
-        cmd = ["mpiexec", "-n", str(ranks)] + cmd
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
-    assert proc.returncode == expect_status, proc.stdout + proc.stderr
-    return proc.stdout, json.loads(out.read_text())
+    out.unlink(missing_ok=True)
+    argv = [script] if script else ["-m", "dpcore.bench"]
+    argv += [*args, *(["--json", out] if json_out else [])]
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "DPCORE_ONE_SHOT_MAX": None, **(env or {})}
+    kwargs = {"env": env, "cwd": tmp_path, "status": status}
+    _, output = run_mpi(ranks, argv, **kwargs) if ranks else run_python(argv, **kwargs)
+    return output, json.loads(out.read_text()) if out.exists() else None
 
 
-def check_rows(doc, stdout, collective, ranks, compare=True):
-    names = next(line for line in stdout.splitlines() if line.startswith("#") and "busbw" in line)
+def bench_here(tmp_path, capsys, *args, status=0, json_out=True):
+    """bench(tmp_path, 0, *args) without starting a process: the benchmark's main() runs on one
+    rank in this one (MPI initialises here, as a singleton), which saves an interpreter's start
+    and imports; test_one_rank_without_mpiexec runs the command itself. The cost model the run
+    loaded is forgotten after it, so no other test sees it."""
+    out = tmp_path / "bench.json"
+    out.unlink(missing_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        mp.chdir(tmp_path)
+        auto.forget()
+        try:
+            got = cli.main([*map(str, args), *(["--json", str(out)] if json_out else [])])
+        except SystemExit as e:  # the parser's errors
+            got = e.code
+        finally:
+            auto.forget()
+    captured = capsys.readouterr()
+    output = captured.out + captured.err
+    assert got == status, f"dpcore.bench {' '.join(map(str, args))} returned {got}:\n{output}"
+    return output, json.loads(out.read_text()) if out.exists() else None
+
+
+def check_rows(doc, output, collective, ranks, compare=True):
+    names = next(line for line in output.splitlines() if line.startswith("#") and "busbw" in line)
     for column in COLUMNS:
         assert column in names.split(), names
     assert names.split().count("#wrong") == 2  # out-of-place, in-place
     if compare:
         assert "mpi time" in names and "mpi busbw" in names and "ratio" in names
-    assert "# Avg bus bandwidth" in stdout and "# Out of bounds values : 0 OK" in stdout
+    assert "# Avg bus bandwidth" in output and "# Out of bounds values : 0 OK" in output
     assert doc["collective"] == collective and doc["nranks"] == ranks and doc["wrong"] == 0
-    assert doc["rows"], stdout
+    assert doc["rows"], output
     for row in doc["rows"]:
-        assert row["nranks"] == ranks and row["algo"] == doc["algo"]
+        assert row["nranks"] == ranks
+        if doc["algo"] != "auto":  # a fixed algorithm runs every call, timed or checking
+            assert row["oop_algo"] == row["ip_algo"] == doc["algo"], row
         for p in ("oop", "ip"):
             assert row[f"{p}_wrong"] == 0, row
             assert row[f"{p}_time_us"] > 0
@@ -61,10 +88,10 @@ def check_rows(doc, stdout, collective, ranks, compare=True):
     # each size row appears in the printed table
     for row in doc["rows"]:
         assert any(line.split()[:2] == [str(row["size"]), str(row["count"])]
-                   for line in stdout.splitlines()), row
+                   for line in output.splitlines()), row
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 @pytest.mark.parametrize("collective, dtype, op", [
     ("all_reduce", "float32", "sum"),
     ("reduce_scatter", "float16", "avg"),
@@ -74,13 +101,13 @@ def check_rows(doc, stdout, collective, ranks, compare=True):
 ])
 def test_two_ranks(tmp_path, collective, dtype, op):
     extra = ["-r", "1"] if collective == "broadcast" else []
-    stdout, doc = bench(tmp_path, 2, collective, *SMALL, "-d", dtype, "-o", op, *extra,
+    output, doc = bench(tmp_path, 2, collective, *SMALL, "-d", dtype, "-o", op, *extra,
                         "--compare", "mpi")
-    check_rows(doc, stdout, collective, 2)
+    check_rows(doc, output, collective, 2)
     assert {r["type"] for r in doc["rows"]} == {dtype}
     row = doc["rows"][-1]
     if collective == "reduce_scatter":  # float16 has no MPI reduction
-        assert row["ip_mpi_time_us"] is None and "n/a" in stdout
+        assert row["ip_mpi_time_us"] is None and "n/a" in output
         assert row["redop"] == "avg"
     else:
         assert row["ip_mpi_time_us"] > 0 and row["ip_ratio"] > 0
@@ -88,84 +115,98 @@ def test_two_ranks(tmp_path, collective, dtype, op):
         assert row["root"] == 1 and row["redop"] == "none"
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 def test_every_dtype_and_op(tmp_path):
-    stdout, doc = bench(tmp_path, 2, "all_reduce", "-b", "8", "-e", "4K", "-f", "64",
+    output, doc = bench(tmp_path, 2, "all_reduce", "-b", "8", "-e", "4K", "-f", "64",
                         "-n", "1", "-w", "0", "-d", "all", "-o", "all")
-    check_rows(doc, stdout, "all_reduce", 2, compare=False)
+    check_rows(doc, output, "all_reduce", 2, compare=False)
     combos = {(r["type"], r["redop"]) for r in doc["rows"]}
     assert ("int8", "prod") in combos and ("float16", "avg") in combos
     assert ("int32", "avg") not in combos  # avg needs a floating dtype
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 def test_three_ranks_uneven(tmp_path):
     # nccl-tests' sizes: reduce_scatter sends n * (count // n) elements
-    stdout, doc = bench(tmp_path, 3, "reduce_scatter", *SMALL, "-d", "int32", "-o", "max",
+    output, doc = bench(tmp_path, 3, "reduce_scatter", *SMALL, "-d", "int32", "-o", "max",
                         "--compare", "mpi", "--repeat", "2")
-    check_rows(doc, stdout, "reduce_scatter", 3)
+    check_rows(doc, output, "reduce_scatter", 3)
     for row in doc["rows"]:
         assert row["size"] == row["count"] * 3 * 4
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 @pytest.mark.parametrize("placement", [["--one-buffer"], ["-R", "1"]])
 def test_buffer_placements_check_clean(tmp_path, placement):
     # one buffer at -e's size for every row (nccl-tests' layout), or comm.alloc's buffers:
     # every row still checks out exactly, uneven shards included, beside MPI
-    stdout, doc = bench(tmp_path, 3, "all_gather", *SMALL, "--compare", "mpi", *placement)
-    check_rows(doc, stdout, "all_gather", 3)
+    output, doc = bench(tmp_path, 3, "all_gather", *SMALL, "--compare", "mpi", *placement)
+    check_rows(doc, output, "all_gather", 3)
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 def test_perf_script(tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "all_gather_perf.py")
-    stdout, doc = bench(tmp_path, 2, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w", "0",
+    output, doc = bench(tmp_path, 2, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w", "0",
                         "-a", "ring", script=os.path.abspath(script))
-    check_rows(doc, stdout, "all_gather", 2, compare=False)
+    check_rows(doc, output, "all_gather", 2, compare=False)
     assert doc["algo"] == "ring"
 
 
-@needs_mpiexec
+@pytest.mark.mpi
 @pytest.mark.skipif(not ptrace_allows_siblings(), reason="ranks may not read each other's memory")
 @pytest.mark.parametrize("coll", ["all_gather", "broadcast"])
 def test_direct_algorithm_and_auto_past_its_threshold(tmp_path, coll):
     """-a direct runs where the ranks may read each other's memory; auto reports what ran:
-    direct from _C.FIXED_DIRECT_MIN with DPCORE_TUNE=0, and with the tuner the majority of the
-    in-place calls, which for a lone size class of 20 calls is the faster of its two runs."""
-    from dpcore import _C
-
-    stdout, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
+    direct from _C.FIXED_DIRECT_MIN with DPCORE_TUNE=0, and with the tuner the algorithm that
+    ran most of the in-place timed calls, after the tuner's run of each."""
+    output, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
                         "0", "-a", "direct", "--compare", "mpi")
-    check_rows(doc, stdout, coll, 2)
+    check_rows(doc, output, coll, 2)
     assert {row["algo_used"] for row in doc["rows"]} == {"direct"}
-    big = _C.FIXED_DIRECT_MIN
-    fixed = ["-b", str(big), "-e", str(big), "-n", "1", "-w", "0"]
-    stdout, doc = bench(tmp_path, 2, coll, *fixed, env={"DPCORE_TUNE": "0"})
-    check_rows(doc, stdout, coll, 2, compare=False)
+    big = str(_C.FIXED_DIRECT_MIN)
+    output, doc = bench(tmp_path, 2, coll, "-b", big, "-e", big, "-n", "1", "-w", "0",
+                        env={"DPCORE_TUNE": "0"})
+    check_rows(doc, output, coll, 2, compare=False)
     assert doc["rows"][0]["algo_used"] == "direct"
-    stdout, doc = bench(tmp_path, 2, coll, "-b", str(big), "-e", str(big), "-n", "20")
-    check_rows(doc, stdout, coll, 2, compare=False)
-    assert doc["rows"][0]["ip_algo"] in ("ring", "direct")
+    trace = tmp_path / "trace.json"
+    output, doc = bench(tmp_path, 2, coll, "-b", big, "-e", big, "-n", "20",
+                        env={"DPCORE_TRACE": str(trace)})
+    check_rows(doc, output, coll, 2, compare=False)
+    ran = algorithms_run(trace, coll)
+    # A kind of buffer's first calls (the warm-up's) are the tuner's run of each algorithm ...
+    run = _C.TUNER_SETTLE_CALLS // 2
+    assert ran[:2 * run] == ["ring"] * run + ["direct"] * run, ran
+    # ... and the row reports the one most of the 20 in-place timed calls ran: they come last
+    # but for -c 1's checking call.
+    timed = ran[-21:-1]
+    assert timed.count(doc["rows"][0]["ip_algo"]) * 2 >= len(timed), (doc["rows"][0], ran)
+
+
+def algorithms_run(trace, coll):
+    """The algorithm of each `coll` call rank 0 ran, in order, from its DPCORE_TRACE file: a
+    ring call has step spans (tid 1) under its sequence number, a direct call none."""
+    spans = [e for e in json.loads(trace.read_text())["traceEvents"]
+             if e["ph"] == "X" and e["pid"] == 0]
+    with_steps = {e["args"]["seq"] for e in spans if e["tid"] == 1}
+    calls = sorted(e["args"]["seq"] for e in spans if e["tid"] == 0 and e["name"] == coll)
+    return ["ring" if seq in with_steps else "direct" for seq in calls]
 
 
 def test_one_rank_without_mpiexec(tmp_path):
-    stdout, doc = bench(tmp_path, 0, "all_reduce", *SMALL, "--compare", "mpi")
-    check_rows(doc, stdout, "all_reduce", 1)
+    output, doc = bench(tmp_path, 0, "all_reduce", *SMALL, "--compare", "mpi")
+    check_rows(doc, output, "all_reduce", 1)
 
 
-def test_wrong_results_are_counted(tmp_path):
+def test_wrong_results_are_counted(tmp_path, capsys, monkeypatch):
     """A collective that does nothing leaves every (poisoned) output element wrong; in place
     on one rank, doing nothing is the right answer."""
-    script = tmp_path / "broken.py"
-    script.write_text(
-        "from dpcore.bench import cli, collectives\n"
-        "collectives.AllReduce.run = staticmethod(lambda comm, send, recv, case: None)\n"
-        "cli.run()\n")
-    stdout, doc = bench(tmp_path, 0, "all_reduce", "-b", "64", "-e", "256", "-f", "4",
-                        "-n", "1", "-w", "0", script=str(script), expect_status=1)
+    monkeypatch.setattr(collectives.AllReduce, "run",
+                        staticmethod(lambda comm, send, recv, case: None))
+    output, doc = bench_here(tmp_path, capsys, "all_reduce", "-b", "64", "-e", "256", "-f", "4",
+                             "-n", "1", "-w", "0", status=1)
     assert [(r["oop_wrong"], r["ip_wrong"]) for r in doc["rows"]] == [(16, 0), (64, 0)]
-    assert "FAILED" in stdout
+    assert "FAILED" in output
 
 
 def test_sizes_and_factors():

@@ -1,10 +1,6 @@
 """dpcore.cost: formulas against hand-computed cases, the ZeRO paper's example, the fit, the CLI."""
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,6 +11,8 @@ from dpcore.cost.fit import Sample, fit_per_algorithm
 from dpcore.cost.params import params_for
 from dpcore.cost.memory import min_ranks
 from dpcore.cost.scaling import predict_scaling as scaling
+from dpcore.cost.__main__ import main
+from mpi_helpers import run_mpi, run_python
 from test_direct import ptrace_allows_siblings
 
 S = 8000.0
@@ -234,14 +232,16 @@ def test_fit_with_noise_and_with_only_all_reduce():
 
 # -- the command line -------------------------------------------------------------------------
 
-def run(*args, timeout=60):
-    r = subprocess.run([sys.executable, "-m", "dpcore.cost", *args], capture_output=True,
-                       text=True, timeout=timeout)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+@pytest.fixture
+def run(capsys):
+    """run(*args): `python -m dpcore.cost *args` in this process; its printed output."""
+    def run(*args):
+        assert main(list(args)) == 0
+        return capsys.readouterr().out
+    return run
 
 
-def test_cli_memory():
+def test_cli_memory(run):
     out = run("memory", "--params", "7.5e9", "--ranks", "64")
     for gb in ("120.0 GB", "31.4 GB", "16.6 GB", "1.9 GB"):
         assert gb in out
@@ -250,7 +250,7 @@ def test_cli_memory():
     assert "fp32" in run("memory", "--params", "1e9", "--ranks", "8", "--precision", "fp32")
 
 
-def test_cli_scaling_and_predict():
+def test_cli_scaling_and_predict(run):
     out = run("scaling", "--params", "1.3e9", "--ranks", "1,8,64,1024", "--bandwidth", "25",
               "--latency", "10", "--flops-per-rank", "150e12")
     assert "efficiency" in out and "weak scaling" in out and "1024" in out
@@ -259,13 +259,17 @@ def test_cli_scaling_and_predict():
     assert "best by the model" in out and "rabenseifner" in out
 
 
-@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs mpiexec")
+def test_cli_runs_as_a_command(run):
+    """`python -m dpcore.cost` itself, once: what it prints is what main() prints."""
+    args = ["predict", "broadcast", "--ranks", "5", "--alpha", "2", "--bandwidth", "20"]
+    _, output = run_python(["-m", "dpcore.cost", *args])
+    assert output == run(*args) and "best by the model" in output
+
+
+@pytest.mark.mpi
 def test_cli_fit_under_mpiexec(tmp_path):
     out_file = tmp_path / "cost.json"
-    r = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "dpcore.cost", "fit",
-                        "--quick", "--out", str(out_file)], capture_output=True, text=True,
-                       timeout=120, env=dict(os.environ, DPCORE_TIMEOUT="60"))
-    assert r.returncode == 0, r.stdout + r.stderr
+    _, output = run_mpi(2, ["-m", "dpcore.cost", "fit", "--quick", "--out", out_file])
     doc = json.loads(out_file.read_text())
     fitted = {"one_shot", "ring"} | ({"direct"} if ptrace_allows_siblings() else set())
     # each algorithm on both collectives, and on each alone
@@ -273,4 +277,4 @@ def test_cli_fit_under_mpiexec(tmp_path):
     assert doc["ranks"] == 2 and set(doc["algorithms"]) == fitted
     for p in doc["algorithms"].values():
         assert p["alpha"] >= 0 and p["beta"] > 0 and p["gamma"] >= 0
-    assert "fitted" in r.stdout
+    assert "fitted" in output

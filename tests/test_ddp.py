@@ -17,12 +17,14 @@ from mpi_helpers import run_script
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_k_ranks_equal_one_process(k):
     _, out = run_script("ddp_equiv.py", k, env=ONE_THREAD)
     assert out.count("OK ") == 5, out
 
 
+@pytest.mark.mpi
 def test_train_command_same_curve_for_any_rank_count():
     curves = {}
     for k in (1, 2):

@@ -8,6 +8,8 @@ import pytest
 
 from mpi_helpers import rank_lines, run_ok
 
+pytestmark = pytest.mark.mpi
+
 
 def ptrace_allows_siblings():
     """Yama's ptrace_scope 0 (or no Yama) lets a process read a sibling's memory; 1 and above

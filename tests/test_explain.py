@@ -1,14 +1,13 @@
 """dpcore.explain: every schedule, for n = 1..8, counts each rank's input once per chunk, ends with
 every rank holding what it should, and costs what dpcore.cost says."""
-import subprocess
-import sys
-
 import pytest
 
 from dpcore.cost import ALGORITHMS, COLLECTIVES, cost
 from dpcore.explain import ScheduleError, Simulation, Step, Transfer, simulate
 from dpcore.explain import schedules
+from dpcore.explain.__main__ import main
 from dpcore.explain.render import render
+from mpi_helpers import run_python
 
 RANKS = range(1, 9)
 
@@ -55,6 +54,7 @@ def test_ring_reduces_every_chunk_exactly_once(n):
 def test_ring_follows_ring_h(n):
     # ring.h: at reduce-scatter step k rank r sends chunk r-k-1; all-gather step k sends r-k
     sim = simulate("all_reduce", "ring", n)
+    assert len(sim.steps) == 2 * (n - 1) and all(len(s.transfers) == n for s in sim.steps)
     for k, step in enumerate(sim.steps):
         for t in step.transfers:
             r = t.src
@@ -117,17 +117,28 @@ def test_render_tells_the_story():
     assert "2(n-1) alpha" in text  # the derivation from dpcore.cost.formulas
 
 
-def test_cli():
-    for args in (["all_reduce", "--ranks", "4"],
-                 ["reduce_scatter", "--ranks", "5", "--algo", "recursive_doubling"],
-                 ["all_gather", "--ranks", "3", "--algo", "binary_tree", "--count", "7"],
-                 ["broadcast", "--ranks", "6", "--algo", "hierarchical", "--root", "4"],
-                 ["all_reduce", "--ranks", "4", "--algo", "one_shot"]):
-        r = subprocess.run([sys.executable, "-m", "dpcore.explain", *args], capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-        assert "checked" in r.stdout and "summary" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "dpcore.explain", "all_reduce", "--ranks", "6",
-                        "--algo", "hierarchical", "--local-size", "4"], capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 2 and "do not split" in r.stderr
+@pytest.mark.parametrize("args", [
+    ["all_reduce", "--ranks", "4"],
+    ["reduce_scatter", "--ranks", "5", "--algo", "recursive_doubling"],
+    ["all_gather", "--ranks", "3", "--algo", "binary_tree", "--count", "7"],
+    ["broadcast", "--ranks", "6", "--algo", "hierarchical", "--root", "4"],
+    ["all_reduce", "--ranks", "4", "--algo", "one_shot"],
+])
+def test_cli(capsys, args):
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "checked" in out and "summary" in out
+
+
+def test_cli_refuses_ranks_that_do_not_split_into_nodes(capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["all_reduce", "--ranks", "6", "--algo", "hierarchical", "--local-size", "4"])
+    assert refused.value.code == 2 and "do not split" in capsys.readouterr().err
+
+
+def test_cli_runs_as_a_command(capsys):
+    """`python -m dpcore.explain` itself, once: what it prints is what main() prints."""
+    args = ["all_gather", "--ranks", "3", "--algo", "ring", "--count", "9"]
+    _, output = run_python(["-m", "dpcore.explain", *args])
+    assert main(args) == 0
+    assert output == capsys.readouterr().out and "summary" in output

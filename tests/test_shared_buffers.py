@@ -6,6 +6,8 @@ import pytest
 
 from mpi_helpers import run_ok
 
+pytestmark = pytest.mark.mpi
+
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_collectives_on_shared_buffers_match_mpi(n):

@@ -1,12 +1,11 @@
 """Without mpiexec, and the small pure-Python pieces: build_info() and shard_range()."""
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import dpcore
+from mpi_helpers import run_python
 
 SINGLE_RANK_PROGRAM = """
 import numpy as np
@@ -33,12 +32,10 @@ print("single rank ok")
 
 def test_one_rank_without_mpiexec():
     """`python -c` with no launcher: dpcore.init() is a working 1-rank communicator."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPI_LOCALNRANKS", "OMPI_"))}
-    result = subprocess.run([sys.executable, "-c", SINGLE_RANK_PROGRAM], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "single rank ok" in result.stdout
+    launcher_env = {k: None for k in os.environ
+                    if k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPI_LOCALNRANKS", "OMPI_"))}
+    _, output = run_python(["-c", SINGLE_RANK_PROGRAM], env=launcher_env)
+    assert "single rank ok" in output
 
 
 def test_build_info():

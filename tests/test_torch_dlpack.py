@@ -4,6 +4,7 @@ import pytest
 
 from mpi_helpers import run_ok
 
+pytestmark = pytest.mark.mpi
 pytest.importorskip("torch")
 
 

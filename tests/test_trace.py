@@ -6,6 +6,8 @@ import pytest
 
 from mpi_helpers import run_ok
 
+pytestmark = pytest.mark.mpi
+
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_trace_has_a_lane_per_rank_and_ring_steps(tmp_path, n):

@@ -15,17 +15,20 @@ from mpi_helpers import run_ok, run_script
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_stages_train_like_stage_0_and_ledger_matches_paper(k):
     run_ok("zero_equiv.py", k, env=ONE_THREAD)
 
 
+@pytest.mark.mpi
 def test_stages_on_the_between_node_path():
     # 2 virtual nodes of 2: the hierarchical all-reduce (stage 0) and dpcore's ring over MPI
     # point-to-point, whose reduce-scatter and all-gather ZeRO runs in place, as in shm
     run_ok("zero_equiv.py", 4, env=dict(ONE_THREAD, DPCORE_NODE_SIZE="2"))
 
 
+@pytest.mark.mpi
 def test_checkpoint_survives_a_killed_save_and_reshards(tmp_path):
     # K=2, stage 0 saves after step 2, then its next save is killed after one file
     rc, out = run_script("zero_ckpt.py", 2, "crash", tmp_path, 0, env=ONE_THREAD, check=False)
@@ -42,6 +45,7 @@ def test_checkpoint_survives_a_killed_save_and_reshards(tmp_path):
     run_ok("zero_ckpt.py", 2, "resume", tmp_path, 1, 4, 5, tmp_path / "again", env=ONE_THREAD)
 
 
+@pytest.mark.mpi
 def test_mixed_precision_checkpoint_keeps_master_weights(tmp_path):
     # bit for bit across stages needs one reduction order: the stages cut the buffers
     # differently, and on 3 ranks one_shot (float32 across all ranks) and the ring (float16
@@ -50,6 +54,7 @@ def test_mixed_precision_checkpoint_keeps_master_weights(tmp_path):
            env={**ONE_THREAD, "DPCORE_ONE_SHOT_MAX": str(256 << 10)})
 
 
+@pytest.mark.mpi
 def test_train_command_reports_ledger_beside_the_paper():
     _, out = run_script("ddp_train.py", 2, "--zero-stage", "2", "--epochs", "1",
                         "--report-memory", env=ONE_THREAD)
