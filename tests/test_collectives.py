@@ -42,7 +42,7 @@ def test_with_tiny_ring_segments(config):
     run_ok("gather_broadcast.py", config.ranks, 20000, cases, env=env)
 
 
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+@pytest.mark.parametrize("config", EACH_PATH.values(), ids=EACH_PATH)
 def test_async_ops_complete_in_order(config):
     """Several async collectives in flight, waited for in reverse; done(); a blocking call
     queued behind async ones on the same buffer."""

@@ -13,17 +13,17 @@ import sys
 import pytest
 
 from mpi_helpers import SCRIPTS, rank_lines, run_ok, run_script
-from transport_configs import CONFIGS
+from transport_configs import EACH_PATH
 
 pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+@pytest.mark.parametrize("config", EACH_PATH.values(), ids=EACH_PATH)
 def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
     """Rank 0 calls something else than the others (blocking and async); every rank raises
     CommError with 'dpcore <its collective> #3 on rank <r>: mismatch: ...' naming the other
     side, and the broken communicator refuses more. A rank that never comes is named by every
-    other rank's CommError once the timeout runs out. On every transport alike."""
+    other rank's CommError once the timeout runs out. On every path alike."""
     n = config.ranks
     output = run_ok("mismatch.py", n, env=config.env)
     errors = re.findall(r"^rank (\d+): error (.+?) \| (.*)$", output, re.MULTILINE)

@@ -5,13 +5,15 @@ transport alike."""
 import pytest
 
 from mpi_helpers import rank_lines, run_ok
-from transport_configs import CONFIGS
+from transport_configs import BETWEEN_NODES, CONFIGS
 
 pytestmark = pytest.mark.mpi
 
 
-@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+@pytest.mark.parametrize("config", BETWEEN_NODES.values(), ids=BETWEEN_NODES)
 def test_transport_and_all_reduce_path(config):
+    """DPCORE_TRANSPORT=mpi runs every collective over MPI; virtual nodes take the hierarchical
+    all_reduce where they are of one size and hold more than one rank, else the flat ring."""
     n = config.ranks
     output = run_ok("transport_path.py", n, config.transport, config.path, env=config.env)
     assert rank_lines(output, "transport") == {

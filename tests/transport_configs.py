@@ -39,5 +39,6 @@ BETWEEN_NODES = {
     "nodes-of-2-x2": _nodes(2, 4, "hierarchical"),
 }
 CONFIGS = {**SHM, **BETWEEN_NODES}
-# One of each path between nodes, for the slower checks.
+# Shared memory and one of each path between nodes (MPI alone, hierarchical), for the checks
+# whose every case takes seconds of timeouts or waits.
 EACH_PATH = {**SHM, **{k: BETWEEN_NODES[k] for k in ("mpi-3", "nodes-of-2-x2")}}

@@ -28,27 +28,17 @@ MpiLink::Pending MpiLink::irecv(void* buf, size_t bytes, int peer, int tag) {
 }
 
 void MpiLink::waitAll(Pending* pending, size_t count) {
-  size_t left = count;
-  std::vector<bool> finished(count, false);
+  size_t left = count;  // pending[0 .. left) are not done yet
   for (long polls = 1;; ++polls) {
-    for (size_t i = 0; i < count; ++i) {
-      if (finished[i]) continue;
+    for (size_t i = 0; i < left;) {
       bool done = false;
       check(e_.api->test(&pending[i].request, &done));
-      if (done) {
-        finished[i] = true;
-        --left;
-      }
+      if (done) pending[i] = pending[--left];
+      else ++i;
     }
     if (left == 0) return;
     if (polls < 64) continue;
-    if (call_->expired(std::chrono::steady_clock::now())) {
-      size_t late = 0;
-      for (size_t i = 0; i < count; ++i) {
-        if (!finished[i]) pending[late++] = pending[i];
-      }
-      giveUp(pending, late);
-    }
+    if (call_->expired(std::chrono::steady_clock::now())) giveUp(pending, left);
     if (polls < 4096) {
       sched_yield();
     } else {

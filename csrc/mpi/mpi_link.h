@@ -31,7 +31,7 @@ class MpiLink {
   Pending isend(const void* buf, size_t bytes, int peer, int tag);
   Pending irecv(void* buf, size_t bytes, int peer, int tag);
   void wait(Pending& one) { waitAll(&one, 1); }
-  void waitAll(Pending* pending, size_t count);
+  void waitAll(Pending* pending, size_t count);  // reorders pending
 
  private:
   void check(int rc) const;

@@ -9,8 +9,6 @@
 MPI only bootstraps (names, sizes) and, between nodes, carries bytes; the algorithms and
 every reduction are dpcore's own.
 """
-from mpi4py import MPI
-
 from .. import _C
 from ..settings import ring_slots
 from ..shared_memory import fresh_name, map_everywhere
@@ -22,6 +20,8 @@ TRANSPORTS = ("auto", "shm", "mpi")
 def choose(wanted, world, node):
     """The transport for `wanted` (DPCORE_TRANSPORT) over `world`, whose ranks that share
     memory form `node`; every rank gets the same answer."""
+    from mpi4py import MPI
+
     if wanted not in TRANSPORTS:
         raise ValueError(f"DPCORE_TRANSPORT={wanted!r}: expected auto, shm or mpi")
     one_node = world.allreduce(node.Get_size() == world.Get_size(), op=MPI.LAND)
@@ -42,6 +42,9 @@ class Connection:
 
 
 def connect(transport, world, node, settings, timeout):
+    """The Connection of `transport` (choose's answer) over `world` and `node`."""
+    from mpi4py import MPI
+
     if transport == "shm":
         shm = _node_segment(node, settings, lambda name, create, size, slots, slot_bytes,
                             one_shot: _C.ShmBackend(name, create, node.Get_rank(), size, slots,
