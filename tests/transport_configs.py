@@ -13,13 +13,18 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Config:
     ranks: int
-    env: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # the DPCORE_* that choose the transport
     transport: str = "shm"  # comm.transport
     path: str = "flat"      # "hierarchical": all_reduce through the node's shared memory
 
     @property
     def shm(self):
         return self.transport == "shm"
+
+    @property
+    def env(self):
+        """The settings, and what the scripts check they led to (checks.expect_transport)."""
+        return {**self.settings, "EXPECT_TRANSPORT": self.transport, "EXPECT_PATH": self.path}
 
 
 def _mpi(k):

@@ -4,6 +4,7 @@ every mismatch (so one run shows the whole pattern of a bug) and fails the job a
 Test data follows gloo: element i of rank r starts from a value unique to (i, r), kept small so
 that sums, products, max and min are exact in every dtype, including float16 and bfloat16.
 """
+import os
 import sys
 
 import numpy as np
@@ -106,6 +107,26 @@ def mpi_bcast(mpi_comm, x, root):
     y = np.ascontiguousarray(x).copy()
     mpi_comm.Bcast(y.reshape(-1).view(np.uint8), root=root)
     return y
+
+
+def expect_transport(comm, check):
+    """The transport and all_reduce path the launching test expects (EXPECT_TRANSPORT and
+    EXPECT_PATH, from tests/transport_configs.py), so that a configuration never passes by
+    running somewhere else: a hierarchical all_reduce takes two steps on the node's shared
+    memory, a flat one none."""
+    transport, path = os.environ.get("EXPECT_TRANSPORT"), os.environ.get("EXPECT_PATH")
+    if transport is not None:
+        check.true(comm.transport == transport,
+                   f"transport {comm.transport!r}, expected {transport!r}")
+    if path is not None:
+        hierarchical = getattr(comm._backend, "hierarchical", False)
+        check.true(hierarchical == (path == "hierarchical"),
+                   f"all_reduce path {'hierarchical' if hierarchical else 'flat'}, expected {path}")
+        if hierarchical:
+            before = comm._backend.node_sequence
+            comm.all_reduce(np.ones(1009, np.float32))
+            check.true(comm._backend.node_sequence == before + 2,
+                       "a hierarchical all_reduce did not go through the node's shared memory")
 
 
 class Checker:

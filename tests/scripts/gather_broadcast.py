@@ -12,7 +12,8 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import Checker, DTYPES, FEW_DTYPES, make_input, mpi_allgatherv, mpi_bcast
+from checks import (Checker, DTYPES, FEW_DTYPES, expect_transport, make_input, mpi_allgatherv,
+                    mpi_bcast)
 
 max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 dtypes = FEW_DTYPES if len(sys.argv) > 2 and sys.argv[2] == "few" else DTYPES
@@ -20,6 +21,7 @@ world = MPI.COMM_WORLD
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)
+expect_transport(comm, check)
 
 
 def capped(counts):

@@ -12,8 +12,8 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import (Checker, DTYPES, FEW_REDUCTIONS, make_input, mpi_allreduce, ops_for,
-                    reference)
+from checks import (Checker, DTYPES, FEW_REDUCTIONS, expect_transport, make_input,
+                    mpi_allreduce, ops_for, reference)
 
 max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 few = len(sys.argv) > 2 and sys.argv[2] == "few"
@@ -22,6 +22,7 @@ world = MPI.COMM_WORLD
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)
+expect_transport(comm, check)
 check.true((rank, size) == (world.rank, world.size), "rank and size match MPI.COMM_WORLD")
 check.true({"one_shot", "ring"} <= set(comm.algorithms), f"algorithms {comm.algorithms}")
 
