@@ -54,8 +54,8 @@ class Communicator:
         self.one_shot_bytes = self._node.bcast(self.settings.one_shot_bytes, root=0)
         self._auto_bands = _auto.bands(self.size, self.one_shot_bytes, self.transport)
         self._pending = []
-        # The arrays of calls that failed, for good: over MPI a request of a failed call may
-        # still read or write them when a late peer comes.
+        # The arrays of calls that failed, kept for good: over MPI a send of a failed call may
+        # still read its buffer when a late peer comes.
         self._orphans = []
         connection = transports.connect(self.transport, self._mpi, self._node, self.settings,
                                         self.timeout)

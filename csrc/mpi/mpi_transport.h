@@ -35,6 +35,8 @@ class MpiTransport {
   // bytes; slots: receives posted ahead, and sends in flight from slots (dpcore/settings.py).
   MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes);
   ~MpiTransport();
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
 
   int rank() const { return link_.rank(); }
   int size() const { return link_.size(); }

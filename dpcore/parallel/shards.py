@@ -56,8 +56,9 @@ class Shards:
 def optimizer_tensors(params, grads):
     """One tensor per owned chunk, over that chunk's parameters and gradients (arrays in chunk
     order from the parameter store and the gradient sync): what the optimizer updates in place."""
+    assert len(params) == len(grads), "a parameter and a gradient chunk per span"
     tensors = []
-    for data, grad in zip(params, grads, strict=True):
+    for data, grad in zip(params, grads):
         t = Tensor(data)
         t.grad = grad
         tensors.append(t)
@@ -68,5 +69,6 @@ def all_gather_chunks(comm, shards, chunks, out):
     """Start rebuilding every span of `out` (flat layout) from every rank's chunk of it (`chunks`:
     this rank's, in span order); all in flight at once, issued in span order as on every rank.
     Returns the Works."""
+    assert len(chunks) == len(shards.spans), "a chunk per span"
     return [comm.all_gather(chunk, out=out[start:stop], async_op=True)
-            for chunk, (start, stop) in zip(chunks, shards.spans, strict=True)]
+            for chunk, (start, stop) in zip(chunks, shards.spans)]
