@@ -13,7 +13,6 @@ namespace dpcore {
 enum class Verb : int {
   kSend, kRecv, kRecvReduceSend, kRecvReduceCopySend, kRecvReduceCopy, kRecvCopySend, kCopySend,
 };
-constexpr int kNumVerbs = 7;
 
 inline const char* verbName(Verb v) {
   static const char* names[] = {"send", "recv", "recvReduceSend", "recvReduceCopySend",

@@ -31,7 +31,6 @@ struct CollHeader {
   uint32_t align;      // where this rank's data sits in its slots (ShmLayout::kAlignSpan)
   uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
   uint32_t outRegion;  // and outAddr's (all_reduce)
-  uint32_t unused;
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
   uint64_t outAddr;  // address in its own process, and its output; peers read both
 };

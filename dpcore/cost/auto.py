@@ -190,8 +190,8 @@ def _reason(algo, rule, coll, nbytes, n, limit, transport):
         why = ("no fitted cost model; `mpiexec -n N python -m dpcore.cost fit` makes one"
                if kind == "default" else
                f"the cost model was fitted on transport {rule[1]}, this is {rule[2]}")
-        return (f"{algo}: {size} {side} {kib(default_one_shot_max(n, transport))}, the default switch "
-                f"({why})")
+        limit_text = kib(default_one_shot_max(n, transport))
+        return f"{algo}: {size} {side} {limit_text}, the default switch ({why})"
     _, x, one_shot_small, source = rule
     params = model()[0]
     t = {a: predict(coll, a, nbytes, n, params) for a in ("one_shot", "ring")}
