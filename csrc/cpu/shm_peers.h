@@ -30,11 +30,11 @@ class ShmPeerMemory : public HostLoops {
 
   void readInput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
     const CollHeader& h = headers_[peer];
-    t_.readPeer(peer, h.addr + offset, h.inRegion, dst, bytes, stream);
+    t_.readFrom(peer, h.addr + offset, h.inRegion, dst, bytes, stream);
   }
   void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
     const CollHeader& h = headers_[peer];
-    t_.readPeer(peer, h.outAddr + offset, h.outRegion, dst, bytes, stream);
+    t_.readFrom(peer, h.outAddr + offset, h.outRegion, dst, bytes, stream);
   }
   void signal(DirectStage stage) { t_.signal(counter(stage)); }
   void waitAll(DirectStage stage) {

@@ -76,9 +76,9 @@ bool ShmTransport::canReadPeers() {
     if (r == rank_) continue;
     RankControl* peer = layout_.rank(base_, r);
     uint64_t value = 0;
-    ok = ok && dpcore::readPeer(static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire)),
-                                peer->probe.value.load(std::memory_order_acquire), &value,
-                                sizeof(value)) == 0 && value == kProbeValue;
+    ok = ok && readPeer(static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire)),
+                        peer->probe.value.load(std::memory_order_acquire), &value,
+                        sizeof(value)) == 0 && value == kProbeValue;
   }
   return ok;
 }
@@ -248,7 +248,7 @@ void ShmTransport::waitAll(Counter RankControl::*stage, const char* what) {
 // this rank's mapping where the peer's data is in a shared buffer, else by a kernel copy.
 // stream: the destination is the user's output and too large to stay in cache (stream_copy.h);
 // only a copy through a mapping can stream, the kernel's copy cannot be told to.
-void ShmTransport::readPeer(int peer, uint64_t remote, uint32_t region, void* local,
+void ShmTransport::readFrom(int peer, uint64_t remote, uint32_t region, void* local,
                             size_t bytes, bool stream) {
   constexpr size_t kPiece = 4 << 20;
   auto pid = static_cast<pid_t>(
@@ -260,7 +260,7 @@ void ShmTransport::readPeer(int peer, uint64_t remote, uint32_t region, void* lo
     if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len, stream)) {
       continue;
     }
-    int err = dpcore::readPeer(pid, remote + done, dst + done, len);
+    int err = readPeer(pid, remote + done, dst + done, len);
     if (err == ESRCH) {
       call_->fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
     }

@@ -64,7 +64,7 @@ class ShmTransport {
   void postRecv();
   char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
   // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).
-  void readPeer(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
+  void readFrom(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
                 bool stream);
   // Tells the peers this rank passed `stage` of this call / waits until every rank has.
   void signal(Counter RankControl::*stage);
