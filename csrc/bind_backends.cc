@@ -41,9 +41,11 @@ Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& 
   return t;
 }
 
-MpiEndpoint endpoint(py::tuple t) {  // (handle bytes, comm, MPI_BYTE, rank, size, names)
+// (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/transports/mpi.py
+MpiEndpoint endpoint(py::tuple t) {
   return MpiEndpoint{MpiApi::load(t[0].cast<int>()), t[1].cast<uint64_t>(), t[2].cast<uint64_t>(),
-                     t[3].cast<int>(), t[4].cast<int>(), t[5].cast<std::vector<int>>()};
+                     t[3].cast<int>(), t[4].cast<int>(), t[5].cast<std::vector<int>>(),
+                     t[6].cast<std::vector<int64_t>>()};
 }
 
 // One Communicator.alloc allocation as one rank holds it: its own buffer, a segment it
@@ -116,6 +118,7 @@ void bindBackends(py::module_& m) {
             return b.exchangeCounts(static_cast<DType>(dtype), mine);
           }, py::call_guard<py::gil_scoped_release>())
       .def("drain", &Backend::drain, py::call_guard<py::gil_scoped_release>())
+      .def("leave", &Backend::leave, py::arg("why"), py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", &Backend::setTimeout)
       .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
       // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
@@ -148,7 +151,7 @@ void bindBackends(py::module_& m) {
       .def("can_read_peers", [](ShmBackend& b) { return b.engine().transport().canReadPeers(); },
            py::call_guard<py::gil_scoped_release>());
 
-  // endpoint: (handle bytes, comm handle, MPI_BYTE handle, rank, size, rank names), as
+  // endpoint: (handle bytes, comm handle, MPI_BYTE handle, rank, size, rank names, pids), as
   // dpcore/transports/mpi.py reads them from mpi4py. threaded: MPI_THREAD_MULTIPLE. slots and
   // slot_bytes: the ring's, as on shared memory.
   py::class_<MpiBackend, Backend, std::shared_ptr<MpiBackend>>(m, "MpiBackend")

@@ -5,11 +5,17 @@ the rank that made it and leaves the communicator usable; the peers never see th
 checked call goes to the transport's backend (dpcore.backend.Backend, made by
 dpcore.transports.connect), which matches it with the peers' and runs it.
 """
+import atexit
+import threading
+import weakref
+from threading import get_ident
+
 import numpy as np
 
 from . import settings as _settings
 from . import trace, transports
 from .arrays import as_numpy, check_contiguous, check_out
+from .bootstrap import Bootstrap
 from .cost import auto as _auto
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
@@ -39,31 +45,42 @@ class Communicator:
 
         self.settings = _settings.load()
         self.timeout = float(self.settings.timeout if timeout is None else timeout)
-        self._mpi = (mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup()
-        self.rank, self.size = self._mpi.Get_rank(), self._mpi.Get_size()
-        node_size = self.settings.node_size
-        if node_size > 0:  # virtual nodes: exercises the between-node path on one machine
-            self._node = self._mpi.Split(self.rank // node_size, self.rank)
-        else:
-            self._node = self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
-        self.local_rank, self.local_size = self._node.Get_rank(), self._node.Get_size()
-        self.transport = transports.choose(self.settings.transport, self._mpi, self._node)
-        _auto.agree(self._mpi)  # every rank chooses by rank 0's fitted cost model
+        self._backend, self._comms, self._owner = None, [], None
+        # Every exchange from here on is point to point with a deadline (dpcore.bootstrap): a
+        # blocking MPI call would wait forever for a rank that died.
+        boot = self._boot = Bootstrap(mpi_comm if mpi_comm is not None else MPI.COMM_WORLD,
+                                      self.timeout)
+        try:
+            self._connect(boot)
+        except BaseException as e:
+            boot.fail(e)  # the peers raise too, instead of waiting for this rank
+            raise
+        _live.add(self)
+        if trace.enabled():
+            trace.watch(self.rank, self._backend)
+
+    def _connect(self, boot):
+        self._mpi = boot.comm  # for tools that exchange a little over MPI (dpcore.cost fit)
+        self.rank, self.size = boot.rank, boot.size
+        nodes = _nodes(boot, self.settings.node_size)
+        self._node = boot.group(next(n for n in nodes if self.rank in n))
+        self.local_rank, self.local_size = self._node.rank, self._node.size
+        self.transport = transports.choose(self.settings.transport, boot, self._node)
+        _auto.agree(boot.world)  # every rank chooses by rank 0's fitted cost model
         # one_shot's slot: the most bytes per rank it takes (local rank 0's setting, as the
         # segment is made by it)
-        self.one_shot_bytes = self._node.bcast(self.settings.one_shot_bytes, root=0)
+        self.one_shot_bytes = self._node.bcast(self.settings.one_shot_bytes, 0,
+                                               "init: agree on one_shot's slot")
         self._auto_bands = _auto.bands(self.size, self.one_shot_bytes, self.transport)
         self._pending = []
         # The arrays of calls that failed, kept for good: over MPI a send of a failed call may
         # still read its buffer when a late peer comes.
         self._orphans = []
-        connection = transports.connect(self.transport, self._mpi, self._node, self.settings,
+        connection = transports.connect(self.transport, boot, nodes, self.settings,
                                         self.timeout)
         self._backend, self._comms = connection.backend, connection.comms
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
-        if trace.enabled():
-            trace.watch(self.rank, self._backend)
 
     def alloc(self, shape, dtype=np.float32):
         """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
@@ -195,12 +212,27 @@ class Communicator:
     def _checked_backend(self):
         if self._backend is None:
             raise ValueError("dpcore: the communicator is closed")
+        if self._owner != get_ident():
+            self._claim()
         return self._backend
+
+    def _claim(self):
+        """A communicator belongs to the thread that makes its first call, as an NCCL
+        communicator to one thread: calls from two threads would meet the peers' calls in
+        different orders and silently mix their data."""
+        me = threading.current_thread()
+        if self._owner is None:
+            self._owner, self._owner_name = me.ident, me.name
+            return
+        raise RuntimeError(f"dpcore: this communicator belongs to thread {self._owner_name!r}, "
+                           f"which made its first call; a call from thread {me.name!r} could "
+                           f"meet the peers' calls out of order. Use a communicator per thread "
+                           f"(dpcore.init in each, in the same order on every rank)")
 
     def _launch(self, coll, dtype, op, root, algo, a, out_a, count, total, result, async_op):
         backend = self._backend
-        if backend is None:
-            self._checked_backend()  # raises
+        if backend is None or self._owner != get_ident():
+            self._checked_backend()  # raises, or makes this thread the owner
         if not async_op:
             try:
                 backend.run(coll, dtype, op, root, algo, a, out_a, count, total)
@@ -220,15 +252,18 @@ class Communicator:
             self._pending = [w for w in self._pending if not w.done()]
 
     def close(self):
-        """Finish queued collectives, unmap the segment, free the MPI communicators."""
+        """Finish queued collectives, tell the peers this rank makes no more calls, unmap the
+        segment, free the MPI communicators."""
         if self._backend is None:
             return
         self._backend.drain()
         if trace.enabled():
             trace.collect(self._backend)
+        self._backend.leave("closed its communicator")
         self._pending = []
         self._backend = None
-        for c in (*self._comms, self._node, self._mpi):
+        _live.discard(self)
+        for c in (*self._comms, self._boot.comm):
             c.Free()
 
     def __enter__(self):
@@ -240,6 +275,36 @@ class Communicator:
     def __repr__(self):
         return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
                 f"{self.local_rank}/{self.local_size} transport={self.transport}>")
+
+
+def _nodes(boot, node_size):
+    """The world ranks of each node, in order of their first rank: the ranks of a host, or
+    with DPCORE_NODE_SIZE=k, virtual nodes of k consecutive ranks."""
+    keys = [r // node_size for r in range(boot.size)] if node_size > 0 else boot.hosts
+    nodes = {}
+    for r, key in enumerate(keys):
+        nodes.setdefault(key, []).append(r)
+    return list(nodes.values())
+
+
+# Communicators not closed yet. A rank that exits without closing one says so to its peers (at
+# exit, before MPI finalizes), so that none waits for it until its timeout: the process lives on
+# in MPI_Finalize, waiting for them.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _leave_at_exit():
+    from mpi4py import MPI
+
+    if MPI.Is_finalized():
+        return
+    for comm in list(_live):
+        if comm._backend is not None:
+            try:
+                comm._backend.leave("exited without closing its communicator")
+            except Exception:  # a failed call is already the peers' news
+                pass
 
 
 def init(mpi_comm=None, timeout=None):

@@ -3,8 +3,10 @@ and those behind Communicator.alloc.
 
 A segment's creator names it, the name travels over MPI, the peers map it, and then the creator
 unlinks it at once: from then on the kernel frees it when the last mapping goes, however the job
-ends, so no name outlives the job. Each step ends in an agreement over MPI, so a failure on one
-rank is raised on every rank instead of leaving the peers waiting for it.
+ends, so no name outlives the job. The name travels before the segment is made, so where a rank
+dies in between, its peers unlink what it made. Each step ends in an agreement among the node's ranks
+(dpcore.bootstrap.Group.on_every_rank), so a failure on one rank is raised on every rank
+instead of leaving the peers waiting for it, and a rank that dies is noticed by its peers.
 """
 import itertools
 import os
@@ -23,30 +25,27 @@ def fresh_name():
     return f"/dpcore-{os.getpid()}-{k}-{secrets.token_hex(4)}", k
 
 
-def _on_every_rank(node, step, what):
-    """Run step() here; raise on every rank of `node` if it failed on any."""
-    from mpi4py import MPI
-
-    try:
-        result, error = step(), None
-    except Exception as e:
-        result, error = None, e
-    if not node.allreduce(error is None, op=MPI.LAND):
-        failed = [f"rank {r}: {e}" for r, e in enumerate(node.allgather(error and str(error)))
-                  if e]
-        raise RuntimeError(f"dpcore: cannot {what}: " + "; ".join(failed))
-    return result
+def unlink(names):
+    """Removes the segments `names` where they exist: those a failed setup may have left."""
+    for name in names:
+        try:
+            os.unlink("/dev/shm" + name)
+        except FileNotFoundError:
+            pass
 
 
 def map_everywhere(node, name, attach):
-    """attach(create) on every rank of `node` for one segment that rank 0 creates: the
-    communicator's own."""
-    first = node.Get_rank() == 0
-    made = _on_every_rank(node, lambda: attach(True) if first else None,
-                          f"create shared memory {name}")
+    """attach(create) on every rank of `node` (a dpcore.bootstrap.Group) for one segment that
+    rank 0 creates: the communicator's own."""
+    first, made = node.rank == 0, None
     try:
-        return _on_every_rank(node, lambda: made if first else attach(False),
-                              f"map shared memory {name}")
+        made = node.on_every_rank(lambda: attach(True) if first else None,
+                                  f"create shared memory {name}")
+        return node.on_every_rank(lambda: made if first else attach(False),
+                                  f"map shared memory {name}")
+    except BaseException:
+        unlink([name])  # the creator may have died after making it
+        raise
     finally:
         if made is not None:  # the creator's: once every rank has mapped it, or failed to
             made.unlink()
@@ -59,23 +58,26 @@ def alloc(comm, shape, dtype):
     shape = (shape,) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     node = comm._node
-    asked = node.allgather((nbytes, dtype.str))
+    asked = node.allgather((nbytes, dtype.str), "alloc: compare the sizes")
     if len(set(asked)) != 1:
         raise ValueError(f"dpcore alloc: every rank must ask for the same buffer; ranks asked "
                          f"for {sorted(set(asked))} (bytes, dtype)")
     if comm.transport != "shm" or comm.local_size == 1 or nbytes == 0:
         return np.zeros(shape, dtype)  # nothing to share: ordinary memory serves as well
     mine, k = fresh_name()
-    names = node.allgather(mine)
-    region = node.bcast(k, root=0)  # rank 0's number: unique in every rank's table
+    names = node.allgather(mine, "alloc: exchange names")
+    region = node.bcast(k, 0, "alloc: agree on a number")  # rank 0's: unique in every table
     rank = comm.local_rank
     buffer = _C.SharedBuffer(comm.local_size, rank, nbytes)
     try:
-        _on_every_rank(node, lambda: buffer.create(mine), "create shared memory for alloc")
-        _on_every_rank(node, lambda: [buffer.open(r, name) for r, name in enumerate(names)
-                                      if r != rank], "map the peers' alloc buffers")
+        node.on_every_rank(lambda: buffer.create(mine), "create shared memory for alloc")
+        node.on_every_rank(lambda: [buffer.open(r, name) for r, name in enumerate(names)
+                                    if r != rank], "map the peers' alloc buffers")
+    except BaseException:
+        unlink(names)  # a peer may have died after making its own
+        raise
     finally:
         buffer.unlink()
-    buffer.share(comm._backend, region, node.allgather(buffer.address))
+    buffer.share(comm._backend, region, node.allgather(buffer.address, "alloc: addresses"))
     # the array keeps the buffer (and with it every mapping) alive through its base
     return np.frombuffer(buffer, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)

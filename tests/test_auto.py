@@ -144,17 +144,14 @@ def test_explain_prints_once_per_size_class(tmp_path, monkeypatch, capsys):
 
 
 def test_agree_shares_rank_0s_parameters(tmp_path):
-    class FakeComm:  # what agree() uses of an mpi4py communicator
+    class FakeGroup:  # what agree() uses of a dpcore.bootstrap.Group
         def __init__(self, rank):
             self.rank = rank
 
-        def Get_rank(self):
-            return self.rank
-
-        def bcast(self, obj, root=0):
+        def bcast(self, obj, root, what):
             return (SYNTHETIC, "rank 0's file", "shm") if self.rank else obj
 
-    auto.agree(FakeComm(1))  # this rank has no file; rank 0's parameters arrive
+    auto.agree(FakeGroup(1))  # this rank has no file; rank 0's parameters arrive
     assert auto.auto_algorithm("all_reduce", 501, 2, LIMIT)[0] == "ring"
     assert auto.model()[1] == "rank 0's file"
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,9 @@ class Backend {
   virtual std::shared_ptr<Job> submit(const Task& task) = 0;  // async
   virtual std::vector<size_t> exchangeCounts(DType dtype, size_t mine) = 0;
   virtual void drain() = 0;  // until every queued collective is done
+  // After the queued collectives: this rank makes no more calls (why: "closed its
+  // communicator"); peers waiting for one fail at once with why, instead of at their timeout.
+  virtual void leave(const std::string& why) = 0;
   virtual uint64_t sequence() = 0;
   virtual std::vector<uint64_t> algoCalls() = 0;  // by Algo, once the queue is drained
   virtual Tracer& tracer() = 0;
@@ -46,6 +50,9 @@ class Queued : public Backend {
     return counts;
   }
   void drain() override { worker_.drain(); }
+  void leave(const std::string& why) override {
+    worker_.runNow([&] { engine_.leave(why); });
+  }
   uint64_t sequence() override { return engine_.sequence(); }
   std::vector<uint64_t> algoCalls() override {
     worker_.drain();

@@ -7,7 +7,7 @@
 //
 // A Transport provides, per call: validate, annotate and exchange (the headers), Prims for the
 // ring (algo/ring.h), payloads() for one-shot (algo/one_shot.h), peerMemory() for direct
-// (algo/direct.h, where kPeerMemory), and abort. cpu/shm_transport.h and mpi/mpi_transport.h
+// (algo/direct.h, where kPeerMemory), abort and leave. cpu/shm_transport.h and mpi/mpi_transport.h
 // are the two; a next transport writes those and reuses everything here.
 #pragma once
 
@@ -70,6 +70,8 @@ class Collectives {
     return counts;
   }
 
+  // This rank makes no more calls: the peers hear it rather than wait for one.
+  void leave(const std::string& why) { transport_.leave(why); }
   Transport& transport() { return transport_; }
   Tracer& tracer() { return tracer_; }
   uint64_t sequence() const { return seq_; }

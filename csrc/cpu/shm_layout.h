@@ -37,6 +37,8 @@ struct alignas(kCacheLine) Doorbell {
   std::atomic<uint32_t> sleeping;
 };
 
+constexpr uint64_t kWaitingForSeveral = ~uint64_t{0};
+
 struct alignas(kCacheLine) RankControl {
   Counter arrived;  // sequence number of the last collective this rank entered
   Counter pid;
@@ -44,6 +46,9 @@ struct alignas(kCacheLine) RankControl {
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished
   Counter probe;  // address of a word in this rank's memory holding kProbeValue (canReadPeers)
   Counter left;   // 1 once this rank closed its communicator: it will call nothing more
+  // While this rank sleeps waiting: 1 + the rank it waits for, kWaitingForSeveral, or 0; so a
+  // timed-out rank can follow the waits to the rank that holds them all up.
+  Counter waitingFor;
   CollHeader header[2];  // by sequence parity: peers may still read the previous one
   Doorbell doorbell;
 };

@@ -7,31 +7,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include "algo/direct.h"
 #include "algo/one_shot.h"
 #include "algo/ring.h"
+#include "core/process.h"
 #include "cpu/peer_read.h"
 #include "cpu/shm_peers.h"
 #include "cpu/shm_prims.h"
 
 namespace dpcore {
 namespace {
-
-// A peer is gone when its pid no longer exists or is a zombie (killed, not yet reaped).
-bool processAlive(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;  // no procfs: trust kill()
-  std::string line;
-  std::getline(stat, line);
-  size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  char state = line[close + 2];
-  return state != 'Z' && state != 'X';
-}
 
 int usableCpus() {
   cpu_set_t cpus;
@@ -65,7 +52,9 @@ ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
   mine->probe.value.store(reinterpret_cast<uint64_t>(&probeWord), std::memory_order_release);
 }
 
-ShmTransport::~ShmTransport() {
+ShmTransport::~ShmTransport() { leave(""); }
+
+void ShmTransport::leave(const std::string&) {
   layout_.rank(base_, rank_)->left.value.store(1, std::memory_order_release);
   notifyAll();
 }
@@ -135,6 +124,31 @@ std::string ShmTransport::peerTrouble() {
     }
   }
   return "";
+}
+
+// Follows the waits from `peer`: the rank where they end waits for nobody, so it holds up
+// every rank on the way (stopped, or busy elsewhere), rather than the neighbour this rank names.
+std::string ShmTransport::heldUpBy(int peer) const {
+  if (peer < 0) return "";
+  auto stopped = [&](int r) {
+    const auto pid = static_cast<pid_t>(layout_.rank(base_, r)->pid.value.load());
+    return pid > 0 && processState(pid) == ProcessState::kStopped;
+  };
+  std::vector<bool> seen(config_.size, false);
+  int r = peer;
+  while (!stopped(r)) {  // a stopped rank may have stopped inside a wait of its own
+    seen[r] = true;
+    const uint64_t w = layout_.rank(base_, r)->waitingFor.value.load(std::memory_order_acquire);
+    if (w == kWaitingForSeveral) return "";
+    if (w == 0) break;
+    const int next = static_cast<int>(w - 1);
+    if (next < 0 || next >= config_.size || seen[next]) return "";
+    r = next;
+  }
+  const std::string held = "rank " + std::to_string(r);
+  if (r == peer) return stopped(r) ? "; " + held + " is stopped" : "";
+  return "; held up by " + held + (stopped(r) ? " (stopped)" : "") + ", which rank " +
+         std::to_string(peer) + " waits for";
 }
 
 // "ranks 1, 3": those whose `counter` (arrived, done) is below seq.

@@ -54,6 +54,8 @@ class ShmTransport {
   ShmPeerMemory peerMemory(const std::vector<CollHeader>& headers);
   // This rank failed: tell the peers, so that they stop waiting and report why.
   void abort(const std::string& message);
+  // This rank makes no more calls: peers that wait for one stop (the destructor says it too).
+  void leave(const std::string& why);
 
   // -- what the verbs and peer memory use -----------------------------------------------------
   // The ring's FIFOs: this rank fills slots of the next rank's and empties its own. The slot
@@ -73,12 +75,13 @@ class ShmTransport {
   char* directScratch(int i);   // direct's two cache-sized pieces (i = 0, 1)
 
   // Waiting (shm_wait.h): spin, then sleep on this rank's doorbell, watching the deadline, the
-  // abort flag and the peers' liveness; blame() names what a timeout waited for ("rank 1").
+  // abort flag and the peers' liveness; blame() names what a timeout waited for ("rank 1"),
+  // and peer is the one rank waited for, if one.
   template <class Ready, class Blame>
-  void waitUntil(Ready ready, Blame blame);
+  void waitUntil(Ready ready, Blame blame, int peer = -1);
   template <class Ready>
   void waitUntil(Ready ready, int peer) {
-    waitUntil(ready, [peer] { return "rank " + std::to_string(peer); });
+    waitUntil(ready, [peer] { return "rank " + std::to_string(peer); }, peer);
   }
   // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
   void notify(int r);
@@ -88,6 +91,7 @@ class ShmTransport {
   void wakeIfAsleep(int r);  // notify without its fence: the caller has fenced
   void checkAbort() const;   // another rank failed: stop, and say why
   std::string peerTrouble();
+  std::string heldUpBy(int peer) const;  // "; held up by rank 0 (stopped) ..." or ""
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
 
   int rank_;

@@ -63,7 +63,7 @@ inline void ShmTransport::notifyAll() {
 }
 
 template <class Ready, class Blame>
-void ShmTransport::waitUntil(Ready ready, Blame blame) {
+void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   const int spins = oversubscribed_ ? 16 : 256;
   constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
@@ -73,6 +73,13 @@ void ShmTransport::waitUntil(Ready ready, Blame blame) {
   }
   Doorbell& bell = layout_.rank(base_, rank_)->doorbell;
   const auto start = std::chrono::steady_clock::now();
+  struct Waiting {  // says whom this rank waits for, until it returns or throws
+    std::atomic<uint64_t>& word;
+    Waiting(std::atomic<uint64_t>& w, int peer) : word(w) {
+      word.store(peer >= 0 ? peer + 1 : kWaitingForSeveral, std::memory_order_relaxed);
+    }
+    ~Waiting() { word.store(0, std::memory_order_relaxed); }
+  } waiting(layout_.rank(base_, rank_)->waitingFor.value, peer);
   for (;;) {
     if (ready()) return;
     checkAbort();
@@ -85,7 +92,7 @@ void ShmTransport::waitUntil(Ready ready, Blame blame) {
         call_->fail(trouble);
       }
     }
-    if (call_->expired(now)) call_->fail(call_->timedOut(blame()));
+    if (call_->expired(now)) call_->fail(call_->timedOut(blame()) + heldUpBy(peer));
     if (oversubscribed_ && now - start < kYieldFor) {
       sched_yield();
       continue;

@@ -20,6 +20,12 @@ void Hierarchical::setTimeout(double seconds) {
   if (cross_) cross_->setTimeout(seconds);
 }
 
+void Hierarchical::leave(const std::string& why) {
+  world_.leave(why);
+  node_.leave(why);
+  if (cross_) cross_->leave(why);
+}
+
 std::vector<CollHeader> Hierarchical::run(const Task& task) {
   broken_.check();
   if (!cross_ || task.coll != Coll::kAllReduce) return world_.run(task);
@@ -27,7 +33,11 @@ std::vector<CollHeader> Hierarchical::run(const Task& task) {
   try {
     allReduce(task);
   } catch (const std::exception& e) {
+    // The failed step told its own peers; the ranks waiting in the other steps hear it too.
     broken_.set(e.what());
+    node_.transport().abort(e.what());
+    world_.leave(std::string("failed: ") + e.what());
+    cross_->leave(std::string("failed: ") + e.what());
     throw;
   }
   return headers;

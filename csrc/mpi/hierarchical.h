@@ -44,6 +44,7 @@ class Hierarchical {
   std::vector<uint64_t> algoCalls() const { return world_.algoCalls(); }
   Tracer& tracer() { return world_.tracer(); }
   void setTimeout(double seconds);
+  void leave(const std::string& why);
 
   ShmTransport& node() { return node_.transport(); }
   bool hierarchical() const { return cross_ != nullptr; }

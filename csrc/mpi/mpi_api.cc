@@ -43,6 +43,7 @@ class Calls : public MpiApi {
   Calls()
       : isend_(bind<decltype(isend_)>("MPI_Isend")), irecv_(bind<decltype(irecv_)>("MPI_Irecv")),
         test_(bind<decltype(test_)>("MPI_Test")), cancel_(bind<decltype(cancel_)>("MPI_Cancel")),
+        finalized_(bind<decltype(finalized_)>("MPI_Finalized")),
         errorString_(bind<decltype(errorString_)>("MPI_Error_string")) {}
 
   int isend(const void* buf, int bytes, Handle type, int dest, int tag, Handle comm,
@@ -72,6 +73,10 @@ class Calls : public MpiApi {
     H r = of(*request);
     return cancel_(&r);
   }
+  bool finalized() override {
+    int flag = 0;
+    return finalized_(&flag) != 0 || flag != 0;
+  }
   std::string errorString(int code) override {
     char text[1024];
     int length = 0;
@@ -92,6 +97,7 @@ class Calls : public MpiApi {
   int (*irecv_)(void*, int, H, int, int, H, H*);
   int (*test_)(H*, int*, void*);
   int (*cancel_)(H*);
+  int (*finalized_)(int*);
   int (*errorString_)(int, char*, int*);
 };
 

@@ -29,11 +29,14 @@ class MpiApi {
                     Handle* request) = 0;
   virtual int test(Handle* request, bool* done) = 0;
   virtual int cancel(Handle* request) = 0;
+  virtual bool finalized() = 0;  // MPI_Finalized: no MPI call may follow
   virtual std::string errorString(int code) = 0;
 };
 
-// One MPI communicator as the transport uses it: its handles, this rank, and the name of every
-// rank in messages (the world's ranks, for a communicator split from the world).
+// Some ranks of an MPI communicator as the transport uses them: its handles, this rank, and for
+// every rank its rank in the communicator, which is also its name in messages (the
+// communicator is a duplicate of the world's, which the ranks across nodes use in part), and its
+// pid where it runs on this host (0 elsewhere), to tell a dead peer from a slow one.
 struct MpiEndpoint {
   std::shared_ptr<MpiApi> api;
   MpiApi::Handle comm;
@@ -41,6 +44,7 @@ struct MpiEndpoint {
   int rank;
   int size;
   std::vector<int> names;
+  std::vector<int64_t> pids;
 };
 
 }  // namespace dpcore

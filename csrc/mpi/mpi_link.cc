@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <stdexcept>
@@ -15,20 +16,23 @@ void MpiLink::check(int rc) const {
 
 MpiLink::Pending MpiLink::isend(const void* buf, size_t bytes, int peer, int tag) {
   Pending p{0, peer, false};
-  check(e_.api->isend(buf, static_cast<int>(bytes), e_.byteType, peer, tag, e_.comm,
+  check(e_.api->isend(buf, static_cast<int>(bytes), e_.byteType, e_.names[peer], tag, e_.comm,
                       &p.request));
   return p;
 }
 
 MpiLink::Pending MpiLink::irecv(void* buf, size_t bytes, int peer, int tag) {
   Pending p{0, peer, true};
-  check(e_.api->irecv(buf, static_cast<int>(bytes), e_.byteType, peer, tag, e_.comm,
+  check(e_.api->irecv(buf, static_cast<int>(bytes), e_.byteType, e_.names[peer], tag, e_.comm,
                       &p.request));
   return p;
 }
 
 void MpiLink::waitAll(Pending* pending, size_t count) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kWatchEvery = std::chrono::milliseconds(20);  // the peers' news, pids
   size_t left = count;  // pending[0 .. left) are not done yet
+  Clock::time_point nextWatch{};
   for (long polls = 1;; ++polls) {
     for (size_t i = 0; i < left;) {
       bool done = false;
@@ -36,9 +40,24 @@ void MpiLink::waitAll(Pending* pending, size_t count) {
       if (done) pending[i] = pending[--left];
       else ++i;
     }
-    if (left == 0) return;
+    if (left == 0) {
+      // A rank stopped in a long wait may resume to find its data there but its peers gone:
+      // a call they gave up must fail here too.
+      if (polls >= 4096) {
+        const std::string trouble = watch_.trouble(call_->seq);
+        if (!trouble.empty()) call_->fail(trouble);
+      }
+      return;
+    }
     if (polls < 64) continue;
-    if (call_->expired(std::chrono::steady_clock::now())) giveUp(pending, left);
+    const Clock::time_point now = Clock::now();
+    if (polls == 64) nextWatch = now + kWatchEvery;
+    if (now >= nextWatch) {
+      nextWatch = now + kWatchEvery;
+      const std::string trouble = watch_.trouble(call_->seq);
+      if (!trouble.empty()) abandon(pending, left, trouble);
+    }
+    if (call_->expired(now)) timeOut(pending, left);
     if (polls < 4096) {
       sched_yield();
     } else {
@@ -48,26 +67,37 @@ void MpiLink::waitAll(Pending* pending, size_t count) {
   }
 }
 
-// "timed out after 1 s waiting for rank 0 (receive from rank 0)": receives are cancelled; a
-// send may still be taken by a late peer, so its request is kept until the link goes.
-void MpiLink::giveUp(Pending* late, size_t count) {
-  std::set<int> peers;
-  std::string detail;
+// Receives are cancelled; a send may still be taken by a late peer, so its request is kept
+// until the link goes.
+void MpiLink::abandon(Pending* late, size_t count, const std::string& why) {
   for (size_t i = 0; i < count; ++i) {
-    const int name = e_.names[late[i].peer];
-    peers.insert(name);
-    detail += (i ? ", " : "") + std::string(late[i].receive ? "receive from" : "send to") +
-              " rank " + std::to_string(name);
     if (late[i].receive) e_.api->cancel(&late[i].request);
     abandoned_.push_back(late[i].request);
   }
-  std::string who = peers.size() > 1 ? "ranks " : "rank ";
-  bool first = true;
-  for (int p : peers) {
-    who += (first ? "" : ", ") + std::to_string(p);
-    first = false;
+  call_->fail(why);
+}
+
+// "timed out after 1 s waiting for rank 2 (receive from rank 2); held up by rank 0 (stopped):
+// rank 2 timed out waiting too". Before giving up, this rank says so, and listens a moment for
+// the peers it waited for: one that also timed out passes the blame on.
+void MpiLink::timeOut(Pending* late, size_t count) {
+  // A rank that was stopped past its deadline finds, when it resumes, the peers' news
+  const std::string trouble = watch_.trouble(call_->seq);
+  if (!trouble.empty()) abandon(late, count, trouble);
+  std::set<int> peers;
+  std::string detail;
+  for (size_t i = 0; i < count; ++i) {
+    peers.insert(late[i].peer);
+    detail += (i ? ", " : "") + std::string(late[i].receive ? "receive from" : "send to") +
+              " rank " + std::to_string(e_.names[late[i].peer]);
   }
-  call_->fail(call_->timedOut(who + " (" + detail + ")"));
+  std::string who = peers.size() > 1 ? "ranks " : "rank ";
+  for (int p : peers) who += (p == *peers.begin() ? "" : ", ") + std::to_string(e_.names[p]);
+  const std::string why = call_->timedOut(who + " (" + detail + ")");
+  const std::vector<int> waited(peers.begin(), peers.end());
+  watch_.sayGoodbye(call_->seq - 1, "gave up: " + call_->message(why), waited);
+  const std::string blame = watch_.stalled(waited, std::min(1.0, call_->timeout / 4));
+  abandon(late, count, blame.empty() ? why : why + "; " + blame);
 }
 
 }  // namespace dpcore

@@ -1,7 +1,8 @@
-// Point-to-point among the ranks of one MPI communicator, for one collective at a time. No MPI
-// call blocks: a wait polls its requests against the deadline of the call in flight and, past
-// it, names the ranks it still waits for. Ranks may outnumber cores and MPI progresses only
-// while it is polled, so a wait spins briefly, then yields the core, then sleeps.
+// Point-to-point among the ranks of one MPI endpoint, for one collective at a time. No MPI
+// call blocks: a wait polls its requests against the deadline of the call in flight and the
+// peers' news (mpi_peers.h), and gives up naming the ranks it still waits for. Ranks may
+// outnumber cores and MPI progresses only while it is polled, so a wait spins briefly, then
+// yields the core, then sleeps.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "core/call.h"
 #include "mpi/mpi_api.h"
+#include "mpi/mpi_peers.h"
 
 namespace dpcore {
 
@@ -20,13 +22,14 @@ class MpiLink {
     bool receive;
   };
 
-  explicit MpiLink(MpiEndpoint endpoint) : e_(std::move(endpoint)) {}
+  explicit MpiLink(MpiEndpoint endpoint) : e_(std::move(endpoint)), watch_(e_) {}
   MpiLink(const MpiLink&) = delete;
   MpiLink& operator=(const MpiLink&) = delete;
 
   int rank() const { return e_.rank; }
   int size() const { return e_.size; }
   void begin(const CallContext& call) { call_ = &call; }
+  PeerWatch& watch() { return watch_; }
 
   Pending isend(const void* buf, size_t bytes, int peer, int tag);
   Pending irecv(void* buf, size_t bytes, int peer, int tag);
@@ -35,11 +38,13 @@ class MpiLink {
 
  private:
   void check(int rc) const;
-  [[noreturn]] void giveUp(Pending* pending, size_t count);
+  [[noreturn]] void timeOut(Pending* late, size_t count);
+  [[noreturn]] void abandon(Pending* late, size_t count, const std::string& why);
 
   MpiEndpoint e_;
+  PeerWatch watch_;
   const CallContext* call_ = nullptr;
-  // Requests of a call that timed out, never freed: a live request keeps its communicator's
+  // Requests of a call that failed, never freed: a live request keeps its communicator's
   // context, so a communicator made later cannot reuse it and receive the late messages.
   std::vector<MpiApi::Handle> abandoned_;
 };

@@ -51,10 +51,19 @@ class MpiTransport {
   size_t segmentBytes() const { return slots_.segmentBytes; }
   MpiPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   MpiPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
-  // Nothing to tell the peers: each sees its own failure, or times out waiting for this rank.
-  // But requests of the failed call may still reach this transport's memory, so from now on
-  // that memory outlives the transport.
-  void abort(const std::string&) { failed_ = true; }
+  // The call in flight failed: the peers hear it (mpi_peers.h) and fail it too. Requests of the
+  // failed call may still reach this transport's memory, so from now on that memory outlives
+  // the transport.
+  void abort(const std::string& message) {
+    failed_ = true;
+    link_.watch().sayGoodbye(call_ ? call_->seq - 1 : 0, "failed: " + message);
+  }
+  // This rank makes no more calls (it closes, exits, or failed elsewhere): peers that wait for
+  // one hear why at once.
+  void leave(const std::string& why) {
+    const uint64_t last = call_ ? call_->seq : 0;
+    link_.watch().sayGoodbye(last, why + " after its call #" + std::to_string(last));
+  }
 
  private:
   MpiLink link_;

@@ -124,10 +124,12 @@ def _clear():
         held.clear()  # in place: Communicators hold these dicts
 
 
-def agree(mpi_comm):
-    """Make rank 0's parameters every rank's (a collective over mpi_comm): ranks that read
-    different files, or one that lacks it, would otherwise choose differently and fail."""
-    use_params(*mpi_comm.bcast(model() if mpi_comm.Get_rank() == 0 else None, root=0))
+def agree(group):
+    """Make rank 0's parameters every rank's (a collective over group, a
+    dpcore.bootstrap.Group): ranks that read different files, or one that lacks it, would
+    otherwise choose differently and fail."""
+    use_params(*group.bcast(model() if group.rank == 0 else None, 0,
+                            "init: agree on the cost model"))
 
 
 # -- computing the band, once ---------------------------------------------------------------

@@ -17,14 +17,13 @@ from .mpi import endpoint, threaded
 TRANSPORTS = ("auto", "shm", "mpi")
 
 
-def choose(wanted, world, node):
-    """The transport for `wanted` (DPCORE_TRANSPORT) over `world`, whose ranks that share
-    memory form `node`; every rank gets the same answer."""
-    from mpi4py import MPI
-
+def choose(wanted, boot, node):
+    """The transport for `wanted` (DPCORE_TRANSPORT) over the ranks of `boot` (a Bootstrap),
+    of which those that share memory with this one form `node` (a Group); every rank gets the
+    same answer, as every rank knows every rank's node."""
     if wanted not in TRANSPORTS:
         raise ValueError(f"DPCORE_TRANSPORT={wanted!r}: expected auto, shm or mpi")
-    one_node = world.allreduce(node.Get_size() == world.Get_size(), op=MPI.LAND)
+    one_node = node.size == boot.size
     if wanted == "shm" and not one_node:
         raise ValueError("DPCORE_TRANSPORT=shm, but the ranks do not all share a node")
     if wanted == "mpi":
@@ -41,49 +40,53 @@ class Connection:
         self.backend, self.direct, self.comms = backend, direct, list(comms)
 
 
-def connect(transport, world, node, settings, timeout):
-    """The Connection of `transport` (choose's answer) over `world` and `node`."""
-    from mpi4py import MPI
-
+def connect(transport, boot, nodes, settings, timeout):
+    """The Connection of `transport` (choose's answer) over the ranks of `boot`, in `nodes`
+    (the world ranks of each node, this rank's among them)."""
+    node = boot.group(next(n for n in nodes if boot.rank in n))
     if transport == "shm":
         shm = _node_segment(node, settings, lambda name, create, size, slots, slot_bytes,
-                            one_shot: _C.ShmBackend(name, create, node.Get_rank(), size, slots,
+                            one_shot: _C.ShmBackend(name, create, node.rank, size, slots,
                                                     slot_bytes, one_shot, settings.tune, timeout))
-        return Connection(shm, direct=node.allreduce(shm.can_read_peers(), op=MPI.LAND))
+        return Connection(shm, direct=all(node.allgather(shm.can_read_peers(),
+                                                         "init: can the ranks read each other")))
+    # Each MPI link gets a communicator of its own, so no message can meet another's receive.
+    world = boot.dup(boot.comm, "init: duplicate the communicator for MPI")
     if transport == "mpi":
-        return Connection(_C.MpiBackend(endpoint(world), *_agreed_mpi_slots(world, settings),
-                                        timeout, threaded()))
-    return _hierarchical(world, node, settings, timeout)
+        return Connection(_C.MpiBackend(endpoint(world, range(boot.size), boot.pids),
+                                        *_agreed_mpi_slots(boot, settings), timeout, threaded()),
+                          comms=[world])
+    return _hierarchical(boot, world, nodes, node, settings, timeout)
 
 
-def _agreed_mpi_slots(world, settings):
+def _agreed_mpi_slots(boot, settings):
     """The ring's slots over MPI: rank 0's, since every rank must cut segments alike."""
-    return world.bcast(ring_slots(settings, "mpi"), root=0)
+    return boot.bcast(ring_slots(settings, "mpi"), 0, "init: agree on the MPI slots")
 
 
-def _hierarchical(world, node, settings, timeout):
-    local_rank, local_size = node.Get_rank(), node.Get_size()
-    uniform = len(set(world.allgather(local_size))) == 1
-    cross = None
+def _hierarchical(boot, world, nodes, node, settings, timeout):
+    comms = [world]
+    cross_endpoint = None
     # with one rank per node (or one node) the flat algorithms are the hierarchical ones
-    if uniform and 1 < local_size < world.Get_size():
-        cross = world.Split(local_rank, world.Get_rank())
-    cross_endpoint = endpoint(cross, names=cross.allgather(world.Get_rank())) if cross else None
-    mpi_slots = _agreed_mpi_slots(world, settings)
+    if len({len(n) for n in nodes}) == 1 and 1 < node.size < boot.size:
+        cross = boot.dup(boot.comm, "init: duplicate the communicator across nodes")
+        comms.append(cross)
+        cross_endpoint = endpoint(cross, [n[node.rank] for n in nodes], boot.pids)
+    mpi_slots = _agreed_mpi_slots(boot, settings)
     backend = _node_segment(node, settings, lambda name, create, size, slots, slot_bytes,
                             one_shot: _C.HierarchicalBackend(
-                                name, create, local_rank, size, slots, slot_bytes, one_shot,
-                                timeout, endpoint(world), cross_endpoint, *mpi_slots,
-                                threaded()))
-    return Connection(backend, comms=[cross] if cross else [])
+                                name, create, node.rank, size, slots, slot_bytes, one_shot,
+                                timeout, endpoint(world, range(boot.size), boot.pids),
+                                cross_endpoint, *mpi_slots, threaded()))
+    return Connection(backend, comms=comms)
 
 
 def _node_segment(node, settings, make):
     """make(name, create, ranks, fifo slots, slot bytes, one-shot bytes) on every rank of
     `node`, over one segment, in the sizes of local rank 0's settings."""
     config = None
-    if node.Get_rank() == 0:
+    if node.rank == 0:
         config = (fresh_name()[0], *ring_slots(settings, "shm"), settings.one_shot_bytes)
-    name, slots, slot_bytes, one_shot = node.bcast(config, root=0)
-    return map_everywhere(node, name, lambda create: make(name, create, node.Get_size(), slots,
+    name, slots, slot_bytes, one_shot = node.bcast(config, 0, "init: agree on the segment")
+    return map_everywhere(node, name, lambda create: make(name, create, node.size, slots,
                                                           slot_bytes, one_shot))

@@ -5,16 +5,19 @@ handle is an int in MPICH and a pointer in Open MPI, so it travels with its widt
 """
 
 
-def endpoint(mpi_comm, names=None):
-    """(handle bytes, communicator, MPI_BYTE, rank, size, rank names) of `mpi_comm`. names:
-    what to call each rank in messages (default: its rank in mpi_comm)."""
+def endpoint(mpi_comm, members, pids):
+    """(handle bytes, communicator, MPI_BYTE, rank, size, members, their pids) of the ranks
+    `members` of `mpi_comm` (a duplicate of the communicator's own; this rank among them):
+    their ranks in mpi_comm, which are also their names in messages, and their pids where
+    they run on this host (else 0)."""
     from mpi4py import MPI
 
     width = MPI._sizeof(MPI.Comm)
     mask = (1 << (8 * width)) - 1  # mpi4py may hand an int handle back sign-extended
-    size = mpi_comm.Get_size()
+    members = list(members)
     return (width, MPI._handleof(mpi_comm) & mask, MPI._handleof(MPI.BYTE) & mask,
-            mpi_comm.Get_rank(), size, list(names) if names is not None else list(range(size)))
+            members.index(mpi_comm.Get_rank()), len(members), members,
+            [pids[r] for r in members])
 
 
 def threaded():

@@ -1,0 +1,162 @@
+#include "mpi/mpi_peers.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "core/process.h"
+
+namespace dpcore {
+namespace {
+constexpr int kGoodbyeTag = 9;  // the link's other tags: mpi_transport.cc, mpi_prims.h
+}  // namespace
+
+struct PeerWatch::Inbox {
+  std::vector<Goodbye> received;
+  std::vector<MpiApi::Handle> receives;
+  std::vector<bool> arrived;
+  Goodbye outgoing{};
+  std::vector<MpiApi::Handle> sends;
+};
+
+PeerWatch::PeerWatch(const MpiEndpoint& endpoint) : e_(endpoint), inbox_(new Inbox) {
+  Inbox& in = *inbox_;
+  in.received.resize(e_.size);
+  in.receives.assign(e_.size, 0);
+  in.arrived.assign(e_.size, false);
+  for (int p = 0; p < e_.size; ++p) {
+    if (p == e_.rank) continue;
+    e_.api->irecv(&in.received[p], sizeof(Goodbye), e_.byteType, e_.names[p], kGoodbyeTag,
+                  e_.comm, &in.receives[p]);
+  }
+}
+
+// The inbox goes with the watch only once MPI is done with it: every peer's goodbye came and
+// every one of ours went. Otherwise it is left to MPI, a few hundred bytes per peer.
+PeerWatch::~PeerWatch() {
+  if (e_.api->finalized()) return;
+  poll();
+  bool done = true;
+  for (int p = 0; p < e_.size; ++p) done = done && (p == e_.rank || inbox_->arrived[p]);
+  for (MpiApi::Handle& r : inbox_->sends) {
+    bool sent = false;
+    done = done && e_.api->test(&r, &sent) == 0 && sent;
+  }
+  if (done) delete inbox_;
+}
+
+void PeerWatch::sayGoodbye(uint64_t lastDone, const std::string& reason,
+                           const std::vector<int>& waitedFor) {
+  if (said_ || e_.api->finalized()) return;
+  said_ = true;
+  Goodbye& g = inbox_->outgoing;
+  g.lastDone = lastDone;
+  g.timedOut = waitedFor.empty() ? 0 : 1;
+  std::fill(std::begin(g.waitedFor), std::end(g.waitedFor), -1);
+  std::copy_n(waitedFor.begin(), std::min<size_t>(waitedFor.size(), Goodbye::kMaxWaitedFor),
+              g.waitedFor);
+  std::strncpy(g.reason, reason.c_str(), sizeof(g.reason) - 1);
+  for (int p = 0; p < e_.size; ++p) {
+    if (p == e_.rank) continue;
+    MpiApi::Handle request = 0;
+    if (e_.api->isend(&g, sizeof(Goodbye), e_.byteType, e_.names[p], kGoodbyeTag, e_.comm,
+                      &request) == 0) {
+      inbox_->sends.push_back(request);
+    }
+  }
+}
+
+void PeerWatch::poll() {
+  Inbox& in = *inbox_;
+  for (int p = 0; p < e_.size; ++p) {
+    if (p == e_.rank || in.arrived[p]) continue;
+    bool done = false;
+    if (e_.api->test(&in.receives[p], &done) == 0 && done) in.arrived[p] = true;
+  }
+}
+
+std::string PeerWatch::stateOf(int peer) const {
+  if (e_.pids.empty() || e_.pids[peer] <= 0) return "";
+  switch (processState(static_cast<pid_t>(e_.pids[peer]))) {
+    case ProcessState::kGone:
+      return "gone";
+    case ProcessState::kStopped:
+      return "stopped";
+    default:
+      return "";
+  }
+}
+
+std::string PeerWatch::trouble(uint64_t seq) {
+  for (int p = 0; p < e_.size; ++p) {
+    if (p != e_.rank && stateOf(p) == "gone") {
+      return "rank " + std::to_string(e_.names[p]) + " (pid " + std::to_string(e_.pids[p]) +
+             ") died";
+    }
+  }
+  poll();
+  for (int p = 0; p < e_.size; ++p) {
+    const Goodbye& g = inbox_->received[p];
+    if (p != e_.rank && inbox_->arrived[p] && seq > g.lastDone) {
+      return "rank " + std::to_string(e_.names[p]) + " " + g.reason;
+    }
+  }
+  return "";
+}
+
+// Follows "timed out waiting for" from the ranks this one waited for, to ranks that said nothing.
+std::string PeerWatch::stalled(const std::vector<int>& waited, double grace) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace);
+  std::set<int> silent, timedOut;
+  for (;;) {
+    poll();
+    silent.clear();
+    timedOut.clear();
+    std::vector<int> frontier = waited;
+    std::set<int> seen;
+    while (!frontier.empty()) {
+      const int r = frontier.back();
+      frontier.pop_back();
+      if (r < 0 || r >= e_.size || r == e_.rank || !seen.insert(r).second) continue;
+      const Goodbye& g = inbox_->received[r];
+      if (!inbox_->arrived[r]) {
+        silent.insert(r);
+      } else if (g.timedOut) {
+        timedOut.insert(r);
+        frontier.insert(frontier.end(), std::begin(g.waitedFor), std::end(g.waitedFor));
+      }
+    }
+    // a stopped or dead rank will say nothing: no use listening for it
+    bool mute = true;
+    for (int r : silent) mute = mute && !stateOf(r).empty();
+    if (mute || std::chrono::steady_clock::now() >= until) break;
+    timespec nap{0, 2 * 1000 * 1000};
+    nanosleep(&nap, nullptr);
+  }
+  if (silent.empty() || timedOut.empty()) {  // nothing learnt beyond whom this rank waited for
+    std::string states;
+    for (int r : silent) {
+      if (stateOf(r).empty()) continue;
+      states += "; rank " + std::to_string(e_.names[r]) + " is " + stateOf(r);
+    }
+    return states.empty() ? "" : states.substr(2);
+  }
+  auto list = [&](const std::set<int>& ranks) {
+    std::string s = ranks.size() > 1 ? "ranks " : "rank ";
+    bool first = true;
+    for (int r : ranks) {
+      s += (first ? "" : ", ") + std::to_string(e_.names[r]);
+      const std::string state = &ranks == &silent ? stateOf(r) : "";
+      if (!state.empty()) s += " (" + state + ")";
+      first = false;
+    }
+    return s;
+  };
+  return "held up by " + list(silent) + ": " + list(timedOut) + " timed out waiting too";
+}
+
+
+}  // namespace dpcore

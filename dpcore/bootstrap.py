@@ -1,0 +1,246 @@
+"""Setting a communicator up over MPI without a call that could wait forever.
+
+A blocking MPI call waits forever for a rank that died (MPI reports no dead process; pip's
+MPICH has no fault tolerance), so everything dpcore.init and Communicator.alloc exchange goes
+point to point and is polled against the deadline, while watching the peers:
+
+- the pids are the first thing exchanged, so from then on a peer on this host whose process is
+  gone fails the step at once, on every rank that waits for it;
+- a rank whose setup fails for any other reason tells every peer (fail), and they raise too;
+- a peer that never comes is named when the timeout runs out.
+
+Bootstrap is one rank's view of all the ranks; Group the same calls among some of them (the
+ranks of a node), each addressed by its rank in the group.
+"""
+import os
+import socket
+import time
+
+from . import _C
+
+# On the caller's communicator: the pids, under a tag its own messages are unlikely to use.
+_HELLO_TAG = 32766
+# On dpcore's duplicate: a rank's setup failed, and it says why, once, to every peer; then each
+# step its own tag, the same on every rank (the steps run in one order), up to the least
+# MPI_TAG_UB an MPI library may have.
+_ABORT_TAG = 1
+_FIRST_TAG = 2
+_LAST_TAG = 32767
+
+
+def process_gone(pid):
+    """Whether process `pid` of this host has ended (or is a zombie: killed, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
+
+
+# Where launchers put a process's rank in MPI_COMM_WORLD: MPICH's and Intel's hydra, Open MPI,
+# PMIx, Slurm.
+_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def launcher_pids():
+    """{rank in MPI_COMM_WORLD: pid} of the processes the launcher started beside this one on
+    this host (its other children), read from /proc: so the very first exchange can notice a
+    peer that dies before it sends its own pid."""
+    variable = next((v for v in _RANK_VARIABLES if v in os.environ), None)
+    if variable is None or not os.path.isdir("/proc"):
+        return {}
+    prefix, parent, found = f"{variable}=".encode(), os.getppid(), {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != parent:
+                    continue
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                rank = next((int(v[len(prefix):]) for v in f.read().split(b"\0")
+                             if v.startswith(prefix)), None)
+        except (OSError, ValueError, IndexError):
+            continue
+        if rank is not None:
+            found[rank] = int(entry.name)
+    return found
+
+
+def _pids_in(mpi_comm):
+    """launcher_pids() by rank in mpi_comm."""
+    from mpi4py import MPI
+
+    pids = launcher_pids()
+    if not pids:
+        return [0] * mpi_comm.Get_size()
+    group, world = mpi_comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world)
+    finally:
+        group.Free()
+        world.Free()
+    return [pids.get(r, 0) for r in ranks]
+
+
+def _host():
+    """What tells this host from others: its name and this boot's id."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f"{socket.gethostname()}/{f.read().strip()}"
+    except OSError:
+        return socket.gethostname()
+
+
+class Bootstrap:
+    """Exchanges among every rank of `mpi_comm` (on a duplicate of it), each step within
+    `timeout` seconds. Each step's `what` names it in messages ("init: map shared memory")."""
+
+    def __init__(self, mpi_comm, timeout):
+        self.timeout = timeout
+        self.rank, self.size = mpi_comm.Get_rank(), mpi_comm.Get_size()
+        self.pids = _pids_in(mpi_comm)  # 0: not known, or on another host
+        self._tag = _FIRST_TAG
+        self._sends = []  # requests of our messages, kept until done
+        self._failed = False  # this rank said its setup failed
+        # First the pids, straight from each rank to every other on the caller's communicator
+        # (the one message dpcore sends there, under a tag of its own): sent before anything
+        # waits, they reach the peers even from a rank that dies at once. Until they come, the
+        # launcher's (launcher_pids) watch the peers on this host; only the deadline watches a
+        # rank found in neither.
+        self.comm, self._own_comm = mpi_comm, False
+        host = _host()
+        everyone = self.allgather((host, os.getpid()), "init: exchange hosts and pids",
+                                  tag=_HELLO_TAG)
+        self.hosts = [h for h, _ in everyone]
+        self.pids = [p if h == host else 0 for h, p in everyone]
+        self.comm = self.dup(mpi_comm, "init: duplicate the communicator")
+        self._own_comm = True
+        self.world = Group(self, range(self.size))
+
+    def group(self, ranks):
+        """The same calls among `ranks` only (this rank among them)."""
+        return Group(self, ranks)
+
+    # -- the steps ------------------------------------------------------------------------------
+
+    def allgather(self, obj, what, ranks=None, tag=None):
+        """[obj of each rank in `ranks`] (default: all), on each of them."""
+        ranks = range(self.size) if ranks is None else ranks
+        tag = self._next_tag() if tag is None else tag
+        self._send(obj, [r for r in ranks if r != self.rank], tag)
+        return self._receive([r for r in ranks if r != self.rank], tag, what, {self.rank: obj},
+                             ranks)
+
+    def bcast(self, obj, root, what, ranks=None):
+        """root's obj, on every rank of `ranks` (default: all)."""
+        ranks = range(self.size) if ranks is None else ranks
+        tag = self._next_tag()
+        if self.rank == root:
+            self._send(obj, [r for r in ranks if r != root], tag)
+            return obj
+        return self._receive([root], tag, what, {}, [root])[0]
+
+    def dup(self, mpi_comm, what):
+        """A duplicate of mpi_comm (every rank of it calls this)."""
+        comm, request = mpi_comm.Idup()
+        self._poll(request.Test, what, [r for r in range(self.size) if r != self.rank])
+        return comm
+
+    def fail(self, error):
+        """This rank's setup failed: tell every peer, so that none waits for it in vain."""
+        if self._failed or not self._own_comm:
+            return
+        self._failed = True
+        why = f"rank {self.rank} failed: {error}"
+        self._send(why, [r for r in range(self.size) if r != self.rank], _ABORT_TAG)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _next_tag(self):
+        tag = self._tag
+        self._tag = _FIRST_TAG + (tag + 1 - _FIRST_TAG) % (_LAST_TAG - _FIRST_TAG)
+        return tag
+
+    def _send(self, obj, peers, tag):
+        self._sends = [r for r in self._sends if not r.Test()]
+        self._sends += [self.comm.isend(obj, dest=r, tag=tag) for r in peers]
+
+    def _receive(self, peers, tag, what, got, order):
+        waiting = list(peers)
+
+        def arrived():
+            for r in list(waiting):
+                message = self.comm.improbe(source=r, tag=tag)
+                if message is not None:
+                    got[r] = message.recv()
+                    waiting.remove(r)
+            return not waiting
+
+        self._poll(arrived, what, waiting)
+        return [got[r] for r in order]
+
+    def _poll(self, done, what, waiting):
+        """Until done(): raises CommError when a rank in `waiting` died, a peer failed, or the
+        timeout runs out."""
+        start = time.monotonic()
+        pause, next_look = 1e-5, start
+        while not done():
+            now = time.monotonic()
+            if now >= next_look:
+                next_look = now + 0.02
+                self._look(what, waiting)
+            if now - start > self.timeout:
+                who = ", ".join(map(str, waiting))
+                self._raise(f"timed out after {self.timeout:g} s waiting for "
+                            f"rank{'s' if len(waiting) > 1 else ''} {who}", what)
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)
+
+    def _look(self, what, waiting):
+        dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
+        if dead:
+            self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
+        if self._own_comm:
+            from mpi4py import MPI
+
+            message = self.comm.improbe(source=MPI.ANY_SOURCE, tag=_ABORT_TAG)
+            if message is not None:
+                self._raise(message.recv(), what)
+
+    def _raise(self, why, what):
+        raise _C.CommError(f"dpcore {what} on rank {self.rank}: {why}")
+
+
+class Group:
+    """Some ranks of a Bootstrap (the ranks of one node, or all), each called by its rank here."""
+
+    def __init__(self, boot, ranks):
+        self.boot, self.ranks = boot, list(ranks)
+        self.rank, self.size = self.ranks.index(boot.rank), len(self.ranks)
+
+    def allgather(self, obj, what):
+        return self.boot.allgather(obj, what, self.ranks)
+
+    def bcast(self, obj, root, what):
+        return self.boot.bcast(obj, self.ranks[root], what, self.ranks)
+
+    def on_every_rank(self, step, what):
+        """step() here; raise on every rank of the group if it raised on any."""
+        try:
+            result, error = step(), None
+        except Exception as e:
+            result, error = None, e
+        errors = self.allgather(error and str(error), what)
+        failed = [f"rank {r}: {e}" for r, e in zip(self.ranks, errors) if e]
+        if failed:
+            raise RuntimeError(f"dpcore: cannot {what}: " + "; ".join(failed))
+        return result
+
