@@ -10,21 +10,24 @@
 
 namespace dpcore {
 
-void MpiLink::check(int rc) const {
-  if (rc != 0) call_->fail("MPI error: " + e_.api->errorString(rc));
+void MpiLink::check(int rc, int peer) const {
+  if (rc != 0) {
+    call_->fail("MPI error with rank " + std::to_string(e_.names[peer]) + ": " +
+                e_.api->errorString(rc));
+  }
 }
 
 MpiLink::Pending MpiLink::isend(const void* buf, size_t bytes, int peer, int tag) {
   Pending p{0, peer, false};
   check(e_.api->isend(buf, static_cast<int>(bytes), e_.byteType, e_.names[peer], tag, e_.comm,
-                      &p.request));
+                      &p.request), peer);
   return p;
 }
 
 MpiLink::Pending MpiLink::irecv(void* buf, size_t bytes, int peer, int tag) {
   Pending p{0, peer, true};
   check(e_.api->irecv(buf, static_cast<int>(bytes), e_.byteType, e_.names[peer], tag, e_.comm,
-                      &p.request));
+                      &p.request), peer);
   return p;
 }
 
@@ -36,7 +39,7 @@ void MpiLink::waitAll(Pending* pending, size_t count) {
   for (long polls = 1;; ++polls) {
     for (size_t i = 0; i < left;) {
       bool done = false;
-      check(e_.api->test(&pending[i].request, &done));
+      check(e_.api->test(&pending[i].request, &done), pending[i].peer);
       if (done) pending[i] = pending[--left];
       else ++i;
     }
