@@ -17,6 +17,7 @@ import dpcore
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
+from dpcore.cli_errors import run_main
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
@@ -172,4 +173,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -2,8 +2,8 @@
 `python -m dpcore.bench` and benchmarks/*_perf.py call run()."""
 import json
 import os
-import sys
 
+from ..cli_errors import run_main
 from ..dtypes import parse_dtype
 from .collectives import COLLECTIVES
 from .harness import Bench
@@ -72,19 +72,5 @@ def main(argv=None, collective=None):
 
 
 def run(argv=None, collective=None):
-    """main(), but an exception on one rank aborts the whole job instead of hanging the rest."""
-    try:
-        status = main(argv, collective)
-    except SystemExit:
-        raise
-    except BaseException:
-        import traceback
-
-        from mpi4py import MPI
-
-        traceback.print_exc()
-        sys.stderr.flush()
-        if MPI.COMM_WORLD.Get_size() > 1:
-            MPI.COMM_WORLD.Abort(1)
-        raise
-    sys.exit(status)
+    """main(), but an exception on one rank ends the whole job instead of hanging the rest."""
+    run_main(main, argv, collective)

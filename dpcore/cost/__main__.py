@@ -1,7 +1,7 @@
 """python -m dpcore.cost memory | scaling | predict | fit  (fit runs under mpiexec)."""
 import argparse
-import sys
 
+from ..cli_errors import run_main
 from . import memory, scaling
 from .choose import best_algorithm, crossover, predict
 from .formulas import ALGORITHMS, COLLECTIVES, cost
@@ -148,4 +148,4 @@ def run_predict(args):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
