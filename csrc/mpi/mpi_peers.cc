@@ -53,12 +53,25 @@ void PeerWatch::sayGoodbye(uint64_t lastDone, const std::string& reason,
   if (said_ || e_.api->finalized()) return;
   said_ = true;
   Goodbye& g = inbox_->outgoing;
+  if (heard_ >= 0) {  // pass the news on
+    g = inbox_->received[heard_];
+    g.lastDone = lastDone;
+    g.timedOut = 0;
+    std::fill(std::begin(g.waitedFor), std::end(g.waitedFor), -1);
+    send(g);
+    return;
+  }
   g.lastDone = lastDone;
+  g.origin = e_.names[e_.rank];
   g.timedOut = waitedFor.empty() ? 0 : 1;
   std::fill(std::begin(g.waitedFor), std::end(g.waitedFor), -1);
   std::copy_n(waitedFor.begin(), std::min<size_t>(waitedFor.size(), Goodbye::kMaxWaitedFor),
               g.waitedFor);
   std::strncpy(g.reason, reason.c_str(), sizeof(g.reason) - 1);
+  send(g);
+}
+
+void PeerWatch::send(const Goodbye& g) {
   for (int p = 0; p < e_.size; ++p) {
     if (p == e_.rank) continue;
     MpiApi::Handle request = 0;
@@ -101,7 +114,8 @@ std::string PeerWatch::trouble(uint64_t seq) {
   for (int p = 0; p < e_.size; ++p) {
     const Goodbye& g = inbox_->received[p];
     if (p != e_.rank && inbox_->arrived[p] && seq > g.lastDone) {
-      return "rank " + std::to_string(e_.names[p]) + " " + g.reason;
+      heard_ = p;
+      return "rank " + std::to_string(g.origin) + " " + g.reason;
     }
   }
   return "";

@@ -26,7 +26,9 @@ struct Goodbye {
   uint64_t lastDone;      // the last call (this link's sequence) the sender completed
   int32_t timedOut;       // 1: it gave up waiting for waitedFor (endpoint ranks, -1 padded)
   int32_t waitedFor[kMaxWaitedFor];
-  char reason[432];       // "closed its communicator", "failed: ...", NUL-terminated
+  int32_t origin;         // whose news the reason is (a name): the sender, or the peer whose
+                          // goodbye failed the sender's call, passed on as it was
+  char reason[428];       // "closed its communicator", "failed: ...", NUL-terminated
 };
 
 class PeerWatch {
@@ -37,6 +39,8 @@ class PeerWatch {
   PeerWatch& operator=(const PeerWatch&) = delete;
 
   // Tells every peer this rank leaves after call lastDone; only the first goodbye goes out.
+  // Where a peer's goodbye failed this rank (trouble), that news goes on instead of `reason`,
+  // so a message names where the failure began, not each rank that passed it on.
   void sayGoodbye(uint64_t lastDone, const std::string& reason,
                   const std::vector<int>& waitedFor = {});
   bool saidGoodbye() const { return said_; }
@@ -50,12 +54,14 @@ class PeerWatch {
 
  private:
   void poll();  // takes the goodbyes that have come
+  void send(const Goodbye& g);  // to every peer
   std::string stateOf(int peer) const;  // "stopped", "gone" or "" (not on this host)
 
   struct Inbox;  // MPI writes into it: left to MPI while a receive is pending
   const MpiEndpoint& e_;
   Inbox* inbox_;
   bool said_ = false;
+  int heard_ = -1;  // the peer whose goodbye trouble() reported, or -1
 };
 
 }  // namespace dpcore
