@@ -12,6 +12,7 @@
 
 #include "algo/ring.h"
 #include "algo/trace_prims.h"
+#include "core/limits.h"
 #include "core/tuner.h"
 #include "cpu/reduce.h"
 #include "cpu/stream_copy.h"
@@ -100,6 +101,10 @@ PYBIND11_MODULE(_C, m) {
   m.attr("OPS") = names<ReduceOp>(kNumOps, opName);
   m.attr("COLLECTIVES") = names<Coll>(kNumColls, collName);
   m.attr("ALGORITHMS") = names<Algo>(kNumAlgos, algoName);
+  // What every transport can divide its ring by (core/limits.h); dpcore/settings.py checks
+  // DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES against them.
+  m.attr("RING_MIN_SLOTS") = kRingMinSlots;
+  m.attr("MAX_ELEMENT_BYTES") = kMaxDTypeSize;
 
   bindBackends(m);
 

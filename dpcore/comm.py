@@ -37,8 +37,9 @@ class Communicator:
     def __init__(self, mpi_comm=None, timeout=None):
         from mpi4py import MPI
 
-        self.settings = _settings.load()
-        self.timeout = float(self.settings.timeout if timeout is None else timeout)
+        self.settings = _settings.load()  # checked: a bad one raises here, before any call
+        self.timeout = (self.settings.timeout if timeout is None else
+                        _settings.timeout_seconds(timeout))
         self._mpi = (mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup()
         self.rank, self.size = self._mpi.Get_rank(), self._mpi.Get_size()
         node_size = self.settings.node_size

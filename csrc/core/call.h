@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/task.h"
 #include "core/trace.h"
 #include "dpcore/error.h"

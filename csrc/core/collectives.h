@@ -84,8 +84,7 @@ class Collectives {
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
     call_ = CallContext{collName(task.coll), seq_, transport_.rank(), timeout_,
-                        now + std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6)),
-                        &tracer_};
+                        deadlineAfter(now, timeout_), &tracer_};
     TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
     transport_.begin(call_);
     try {
