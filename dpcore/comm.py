@@ -9,7 +9,7 @@ import numpy as np
 
 from . import settings as _settings
 from . import trace, transports
-from .arrays import as_numpy, check_contiguous, check_out
+from .arrays import as_numpy, check_contiguous, check_in_place, check_out, check_shard_in_out
 from .cost import auto as _auto
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
@@ -91,6 +91,7 @@ class Communicator:
             out_a, result = a, out
         else:
             out_a, result = check_out(out, a.dtype, a.size, a.shape), out
+            check_in_place(a, out_a)
         return self._launch(ALL_REDUCE, dtype, opc, 0, self._algo(algo, a.nbytes), a, out_a,
                             a.size, a.size, result, async_op)
 
@@ -103,6 +104,7 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a, result = check_out(out, a.dtype, stop - start, None), out
+            check_in_place(a, out_a, start * a.itemsize)  # in place: out is x's shard
         return self._launch(REDUCE_SCATTER, dtype, opc, 0,
                             self._algo(algo, a.nbytes, "reduce_scatter"), a, out_a,
                             a.size, a.size, result, async_op)
@@ -121,6 +123,7 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a = check_out(out, a.dtype, None, None).reshape(-1)
+            check_shard_in_out(a, out_a)
             result = out
         return self._launch(ALL_GATHER, dtype, 0, 0, self._algo(algo, out_a.nbytes, "all_gather"),
                             a, out_a, a.size, out_a.size, result, async_op)

@@ -24,6 +24,6 @@ def test_a_partly_overlapping_out_is_refused_locally_and_in_place_stays_exact(co
 
 
 @pytest.mark.parametrize("config", OUT_CONFIGS.values(), ids=OUT_CONFIGS)
-def test_an_all_gather_out_that_does_not_fit_is_refused_on_every_rank_and_the_communicator_stays_usable(
+def test_an_all_gather_out_that_does_not_fit_is_refused_everywhere_and_the_communicator_lives(
         config):
     run_ok("refused.py", config.ranks, env=config.env, timeout=180)
