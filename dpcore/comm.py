@@ -13,6 +13,7 @@ from .arrays import as_numpy, check_contiguous, check_in_place, check_out, check
 from .cost import auto as _auto
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
+from .mpi_comms import made, release_when_dropped
 from .sharding import shard_range
 from .work import Work
 
@@ -40,13 +41,15 @@ class Communicator:
         self.settings = _settings.load()  # checked: a bad one raises here, before any call
         self.timeout = (self.settings.timeout if timeout is None else
                         _settings.timeout_seconds(timeout))
-        self._mpi = (mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup()
+        self._mpi = made((mpi_comm if mpi_comm is not None else MPI.COMM_WORLD).Dup, "Dup")
         self.rank, self.size = self._mpi.Get_rank(), self._mpi.Get_size()
         node_size = self.settings.node_size
         if node_size > 0:  # virtual nodes: exercises the between-node path on one machine
-            self._node = self._mpi.Split(self.rank // node_size, self.rank)
+            self._node = made(lambda: self._mpi.Split(self.rank // node_size, self.rank),
+                              "Split")
         else:
-            self._node = self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+            self._node = made(lambda: self._mpi.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank),
+                              "Split_type")
         self.local_rank, self.local_size = self._node.Get_rank(), self._node.Get_size()
         self.transport = transports.choose(self.settings.transport, self._mpi, self._node)
         _auto.agree(self._mpi)  # every rank chooses by rank 0's fitted cost model
@@ -60,7 +63,10 @@ class Communicator:
         self._orphans = []
         connection = transports.connect(self.transport, self._mpi, self._node, self.settings,
                                         self.timeout)
-        self._backend, self._comms = connection.backend, connection.comms
+        self._backend = connection.backend
+        # close() calls it; a communicator dropped without close() frees its MPI ones anyway
+        self._release = release_when_dropped(self, self._backend,
+                                             [*connection.comms, self._node, self._mpi])
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
         if trace.enabled():
@@ -75,6 +81,7 @@ class Communicator:
         view of it). Across nodes, or with one rank, it is ordinary memory."""
         from .shared_memory import alloc
 
+        self._checked_backend()  # raises once closed
         return alloc(self, shape, dtype)
 
     # -- collectives ------------------------------------------------------------------------
@@ -232,8 +239,7 @@ class Communicator:
             trace.collect(self._backend)
         self._pending = []
         self._backend = None
-        for c in (*self._comms, self._node, self._mpi):
-            c.Free()
+        self._release()
 
     def __enter__(self):
         return self

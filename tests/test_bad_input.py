@@ -158,7 +158,6 @@ def test_an_infinite_timeout_waits_as_long_as_needed_and_nonsense_is_refused(con
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("config", [CONFIGS["shm-2"], CONFIGS["nodes-of-1-x2"]],
-                         ids=["shm-2", "nodes-of-1-x2"])
-def test_communicators_dropped_without_close_give_back_their_mpi_communicators(config):
-    run_ok("dropped.py", config.ranks, 1200, env=config.env, timeout=150)
+def test_communicators_dropped_without_close_give_back_their_mpi_communicators():
+    """800 of them: today's MPICH ran out after some 500."""
+    run_ok("dropped.py", 2, 800, timeout=150)

@@ -1,0 +1,40 @@
+"""The MPI communicators a Communicator makes (a Dup of the caller's, the node's Split, those of
+its transport): made with a clear error where MPI has none left, and freed at close() or, for a
+Communicator dropped without close(), once it is garbage-collected. MPICH holds about 2048 (its
+context ids), a few per Communicator: a program that opened a Communicator per step used to fail
+in init() after some 500 with a bare "Other MPI error".
+"""
+import weakref
+
+
+def made(make, what):
+    """make() (an mpi4py Dup or Split of `what`), or RuntimeError saying why it failed."""
+    from mpi4py import MPI
+
+    try:
+        return make()
+    except MPI.Exception as e:
+        raise RuntimeError(
+            f"dpcore: MPI could not make a communicator ({what}: {e.Get_error_string()}). MPI "
+            f"has room for a limited number of communicators, and they are most likely all in "
+            f"use: close() every dpcore communicator when done with it (or use `with "
+            f"dpcore.init() as comm:`), and Free() MPI communicators of your own") from e
+
+
+def release_when_dropped(owner, backend, comms):
+    """A weakref.finalize that, when called (by close()) or when `owner` is garbage-collected,
+    waits for `backend`'s queued collectives and then frees the mpi4py communicators `comms`,
+    which the backend's MPI calls use. At exit MPI_Finalize frees whatever is left."""
+    release = weakref.finalize(owner, _release, backend, list(comms))
+    release.atexit = False
+    return release
+
+
+def _release(backend, comms):
+    from mpi4py import MPI
+
+    backend.drain()
+    if MPI.Is_finalized():  # too late for Free; MPI_Finalize has freed them
+        return
+    for c in comms:
+        c.Free()
