@@ -15,10 +15,10 @@ def made(make, what):
         return make()
     except MPI.Exception as e:
         raise RuntimeError(
-            f"dpcore: MPI could not make a communicator ({what}: {e.Get_error_string()}). MPI "
-            f"has room for a limited number of communicators, and they are most likely all in "
-            f"use: close() every dpcore communicator when done with it (or use `with "
-            f"dpcore.init() as comm:`), and Free() MPI communicators of your own") from e
+            f"dpcore: MPI could not make a communicator ({what}), most likely because all it "
+            f"has room for are in use: close() every dpcore communicator when done with it (or "
+            f"use `with dpcore.init() as comm:`), and Free() MPI communicators of your own. "
+            f"MPI said: {e.Get_error_string()}") from e
 
 
 def release_when_dropped(owner, backend, comms):
