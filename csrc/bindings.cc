@@ -12,6 +12,7 @@
 
 #include "algo/ring.h"
 #include "algo/trace_prims.h"
+#include "core/limits.h"
 #include "core/tuner.h"
 #include "cpu/reduce.h"
 #include "cpu/stream_copy.h"
@@ -100,6 +101,10 @@ PYBIND11_MODULE(_C, m) {
   m.attr("OPS") = names<ReduceOp>(kNumOps, opName);
   m.attr("COLLECTIVES") = names<Coll>(kNumColls, collName);
   m.attr("ALGORITHMS") = names<Algo>(kNumAlgos, algoName);
+  // What every transport can divide its ring by (core/limits.h); dpcore/settings.py checks
+  // DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES against them.
+  m.attr("RING_MIN_SLOTS") = kRingMinSlots;
+  m.attr("MAX_ELEMENT_BYTES") = kMaxDTypeSize;
 
   bindBackends(m);
 
@@ -122,6 +127,17 @@ PYBIND11_MODULE(_C, m) {
       }, "dst[:] = src, C-contiguous arrays, with streaming stores (cpu/stream_copy.h)");
   m.def("stream_min_bytes", &streamMinBytes,
         "direct writes outputs of at least this many bytes with streaming stores where it can");
+  // For dpcore/arrays.py's overlap checks: exact for C-contiguous arrays, and a few times
+  // cheaper than numpy.may_share_memory, which small calls would feel.
+  m.def("overlap", [](const py::array& a, const py::array& b) -> py::object {
+        const auto at = reinterpret_cast<intptr_t>(a.data());
+        const auto bt = reinterpret_cast<intptr_t>(b.data());
+        const auto aBytes = static_cast<intptr_t>(a.nbytes());
+        const auto bBytes = static_cast<intptr_t>(b.nbytes());
+        if (!aBytes || !bBytes || at + aBytes <= bt || bt + bBytes <= at) return py::none();
+        return py::int_(bt - at);
+      }, "Where C-contiguous b starts, in bytes from a's start, if their memory overlaps; else "
+         "None");
 
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;

@@ -1,7 +1,10 @@
-"""Turning user arrays into NumPy views without copies, and results back into the user's type."""
+"""Turning user arrays into NumPy views without copies, results back into the user's type, and
+the checks an `out` must pass."""
 import sys
 
 import numpy as np
+
+from . import _C
 
 _KDL_CPU = 1
 
@@ -60,3 +63,27 @@ def check_out(out, dtype, size, shape, what="out"):
     if not o.flags.writeable:
         raise ValueError(f"dpcore: {what} is read-only")
     return o
+
+
+
+def check_in_place(x, out, at=0, what="x"):
+    """out (C-contiguous, checked by check_out) may share memory with x (C-contiguous) only in
+    the collective's in-place form: starting `at` bytes into x (all_reduce: 0, the very memory
+    of x in any view; reduce_scatter: this rank's shard). Any other overlap would have the
+    collective overwrite input it has still to read, so it raises ValueError."""
+    offset = _C.overlap(x, out)
+    if offset is not None and offset != at:
+        place = "its very memory" if at == 0 else f"the part that starts {at} bytes into it"
+        raise ValueError(f"dpcore: out partly overlaps {what} (it starts {offset:+d} bytes from "
+                         f"{what}'s start); in place, out must be {place}")
+
+
+def check_shard_in_out(shard, out):
+    """all_gather's shard may lie in out only whole and on an element boundary, for the
+    in-place form (the shard at its rank's place, which C++ checks with every rank's shard
+    length: csrc/core/call.h, misfit); any other overlap raises ValueError."""
+    offset = _C.overlap(out, shard)
+    if offset is not None and not (0 <= offset and offset + shard.nbytes <= out.nbytes
+                                   and offset % out.itemsize == 0):
+        raise ValueError(f"dpcore: the shard partly overlaps out (it starts {offset:+d} bytes "
+                         f"from out's start); in place, it must be its rank's own slice of out")

@@ -17,6 +17,7 @@ import socket
 import time
 
 from . import _C
+from .mpi_comms import made
 
 # On the caller's communicator: the pids, under a tag its own messages are unlikely to use.
 _HELLO_TAG = 32766
@@ -150,7 +151,7 @@ class Bootstrap:
 
     def dup(self, mpi_comm, what):
         """A duplicate of mpi_comm (every rank of it calls this)."""
-        comm, request = mpi_comm.Idup()
+        comm, request = made(mpi_comm.Idup, "Idup")
         self._poll(request.Test, what, [r for r in range(self.size) if r != self.rank])
         return comm
 

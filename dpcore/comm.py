@@ -14,11 +14,12 @@ import numpy as np
 
 from . import settings as _settings
 from . import trace, transports
-from .arrays import as_numpy, check_contiguous, check_out
+from .arrays import as_numpy, check_contiguous, check_in_place, check_out, check_shard_in_out
 from .bootstrap import Bootstrap
 from .cost import auto as _auto
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
+from .mpi_comms import release_when_dropped
 from .sharding import shard_range
 from .work import Work
 
@@ -43,14 +44,20 @@ class Communicator:
     def __init__(self, mpi_comm=None, timeout=None):
         from mpi4py import MPI
 
-        self.settings = _settings.load()
-        self.timeout = float(self.settings.timeout if timeout is None else timeout)
-        self._backend, self._comms, self._owner = None, [], None
+        self._backend, self._owner = None, None
+        try:  # a bad setting or timeout raises here, but only once the peers can be told
+            self.settings, wrong = _settings.load(), None
+            self.timeout = (self.settings.timeout if timeout is None else
+                            _settings.timeout_seconds(timeout))
+        except (TypeError, ValueError) as e:
+            self.timeout, wrong = _settings.Settings().timeout, e
         # Every exchange from here on is point to point with a deadline (dpcore.bootstrap): a
         # blocking MPI call would wait forever for a rank that died.
         boot = self._boot = Bootstrap(mpi_comm if mpi_comm is not None else MPI.COMM_WORLD,
                                       self.timeout)
         try:
+            if wrong is not None:
+                raise wrong
             self._connect(boot)
         except BaseException as e:
             boot.fail(e)  # the peers raise too, instead of waiting for this rank
@@ -78,7 +85,9 @@ class Communicator:
         self._orphans = []
         connection = transports.connect(self.transport, boot, nodes, self.settings,
                                         self.timeout)
-        self._backend, self._comms = connection.backend, connection.comms
+        self._backend = connection.backend
+        # close() calls it; a communicator dropped without close() frees its MPI ones anyway
+        self._release = release_when_dropped(self, self._backend, [*connection.comms, boot.comm])
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
 
@@ -91,6 +100,7 @@ class Communicator:
         view of it). Across nodes, or with one rank, it is ordinary memory."""
         from .shared_memory import alloc
 
+        self._checked_backend()  # raises once closed
         return alloc(self, shape, dtype)
 
     # -- collectives ------------------------------------------------------------------------
@@ -107,6 +117,7 @@ class Communicator:
             out_a, result = a, out
         else:
             out_a, result = check_out(out, a.dtype, a.size, a.shape), out
+            check_in_place(a, out_a)
         return self._launch(ALL_REDUCE, dtype, opc, 0, self._algo(algo, a.nbytes), a, out_a,
                             a.size, a.size, result, async_op)
 
@@ -119,6 +130,7 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a, result = check_out(out, a.dtype, stop - start, None), out
+            check_in_place(a, out_a, start * a.itemsize)  # in place: out is x's shard
         return self._launch(REDUCE_SCATTER, dtype, opc, 0,
                             self._algo(algo, a.nbytes, "reduce_scatter"), a, out_a,
                             a.size, a.size, result, async_op)
@@ -137,6 +149,7 @@ class Communicator:
             result = wrap(out_a) if wrap else out_a
         else:
             out_a = check_out(out, a.dtype, None, None).reshape(-1)
+            check_shard_in_out(a, out_a)
             result = out
         return self._launch(ALL_GATHER, dtype, 0, 0, self._algo(algo, out_a.nbytes, "all_gather"),
                             a, out_a, a.size, out_a.size, result, async_op)
@@ -263,8 +276,7 @@ class Communicator:
         self._pending = []
         self._backend = None
         _live.discard(self)
-        for c in (*self._comms, self._boot.comm):
-            c.Free()
+        self._release()
 
     def __enter__(self):
         return self

@@ -1,19 +1,33 @@
 """Every DPCORE_* setting, read from the environment here and nowhere else (the README's
 "Environment" lists them).
 
-load() reads them as they are now. A Communicator loads them once, at init; the shared-memory
-sizes must be the same on every rank of a node, so there local rank 0's are everyone's. The
-ring's slots default per transport (ring_slots): small ones stay in cache on shared memory, large
-ones cost MPI fewer messages.
+load() reads them as they are now, and refuses any that is not what its setting takes with a
+ValueError that names it ("DPCORE_SLOT_BYTES=3: ..."); an empty one counts as unset. A
+Communicator loads them once, at init, before it sends anything; the shared-memory sizes must be
+the same on every rank of a node, so there local rank 0's are everyone's. The ring's slots
+default per transport (ring_slots): small ones stay in cache on shared memory, large ones cost
+MPI fewer messages. What they add up to, the node's segment, is checked against the free space of
+/dev/shm where it is made (csrc/cpu/shm_segment.cc), as every rank then hears.
 """
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Optional
 
+from . import _C
+
+TRANSPORTS = ("auto", "shm", "mpi")
+# Far beyond any use, short of exhausting memory with one typo: the shared-memory segment holds
+# ranks x slots x slot bytes, and 2 x ranks x one-shot bytes.
+MAX_FIFO_SLOTS = 64
+MAX_SLOT_BYTES = 64 << 20
+MAX_ONE_SHOT_BYTES = 64 << 20
+
 
 @dataclass(frozen=True)
 class Settings:
-    timeout: float = 300.0               # DPCORE_TIMEOUT: seconds a collective may wait
+    timeout: float = 300.0               # DPCORE_TIMEOUT: seconds a collective may wait (inf)
     transport: str = "auto"              # DPCORE_TRANSPORT: auto, shm or mpi
     node_size: int = 0                   # DPCORE_NODE_SIZE: k ranks a virtual node (0: off)
     trace: Optional[str] = None          # DPCORE_TRACE: Chrome trace file
@@ -25,29 +39,97 @@ class Settings:
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
 
 
-def load(environ=None):
-    """The settings in `environ` (os.environ by default)."""
+def timeout_seconds(value):
+    """`value` (dpcore.init's timeout) as seconds: a positive number, or inf for no limit."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"dpcore: timeout must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not seconds > 0:  # nan too
+        raise ValueError(f"dpcore: timeout must be a positive number of seconds or inf, not "
+                         f"{value!r}")
+    return seconds
+
+
+# -- what each setting takes: parse(text) returns its value or raises ValueError(why) ----------
+
+def _whole(low, high, unit=""):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"expected a whole number{unit}") from None
+        if not low <= value <= high:
+            raise ValueError(f"expected {low} to {high}{unit}" if high < math.inf else
+                             f"expected {low} or more{unit}")
+        return value
+    return parse
+
+
+def _slot_bytes(text):
+    element = _C.MAX_ELEMENT_BYTES
+    value = _whole(element, MAX_SLOT_BYTES, " bytes")(text)
+    if value % element:
+        raise ValueError(f"expected a multiple of {element} bytes, so that a ring segment holds "
+                         f"whole elements of every dtype")
+    return value
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number of seconds") from None
+    if not value > 0:
+        raise ValueError("expected a positive number of seconds, or inf for no limit")
+    return value
+
+
+def _one_of(*choices):
+    def parse(text):
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+    return parse
+
+
+def _flag(text):
+    if text not in ("0", "1"):
+        raise ValueError("expected 0 or 1")
+    return text == "1"
+
+
+_READ = {  # Settings field: (the variable's name after DPCORE_, parse)
+    "timeout": ("TIMEOUT", _seconds),
+    "transport": ("TRANSPORT", _one_of(*TRANSPORTS)),
+    "node_size": ("NODE_SIZE", _whole(0, math.inf)),
+    "trace": ("TRACE", str),
+    "tune": ("TUNE", _flag),
+    # a ring step holds one slot of its incoming FIFO while it waits for one in the outgoing
+    "fifo_slots": ("FIFO_SLOTS", _whole(_C.RING_MIN_SLOTS, MAX_FIFO_SLOTS)),
+    "slot_bytes": ("SLOT_BYTES", _slot_bytes),
+    "one_shot_bytes": ("ONE_SHOT_BYTES", _whole(0, MAX_ONE_SHOT_BYTES, " bytes")),
+    "one_shot_max": ("ONE_SHOT_MAX", _whole(0, math.inf, " bytes")),
+    "explain_auto": ("EXPLAIN_AUTO", _flag),
+}
+
+
+def setting(field, environ=None):
+    """One setting alone (a Settings field name), for what reads it at import: a bad other
+    setting then fails init, not `import dpcore`."""
     env = os.environ if environ is None else environ
+    name, parse = _READ[field]
+    text = env.get(f"DPCORE_{name}")
+    if not text:
+        return getattr(Settings, field)
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise ValueError(f"DPCORE_{name}={text}: {e}") from None
 
-    def get(name, parse, default):
-        value = env.get(f"DPCORE_{name}")
-        return default if value is None else parse(value)
 
-    default = Settings()
-    return Settings(
-        timeout=get("TIMEOUT", float, default.timeout),
-        transport=get("TRANSPORT", str, default.transport),
-        node_size=get("NODE_SIZE", int, default.node_size),
-        trace=get("TRACE", str, default.trace) or None,
-        tune=get("TUNE", lambda v: v != "0", default.tune),
-        # a ring step holds one slot of its incoming FIFO while it waits for one in the
-        # outgoing: the ring needs at least 2
-        fifo_slots=get("FIFO_SLOTS", lambda v: max(2, int(v)), default.fifo_slots),
-        slot_bytes=get("SLOT_BYTES", int, default.slot_bytes),
-        one_shot_bytes=get("ONE_SHOT_BYTES", int, default.one_shot_bytes),
-        one_shot_max=get("ONE_SHOT_MAX", int, default.one_shot_max),
-        explain_auto=get("EXPLAIN_AUTO", lambda v: v not in ("", "0"), default.explain_auto),
-    )
+def load(environ=None):
+    """The settings in `environ` (os.environ by default), every one checked."""
+    return Settings(**{field: setting(field, environ) for field in _READ})
 
 
 # (slots, bytes per slot) of the ring where DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES are not set

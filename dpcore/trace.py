@@ -9,7 +9,7 @@ import json
 
 from . import settings
 
-_PATH = settings.load().trace
+_PATH = settings.setting("trace")
 _events = []  # (rank, event tuple) from closed communicators
 _open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
 

@@ -30,7 +30,6 @@ def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
     reported = {}  # kind of fault: the ranks that reported it
     for r, kind, _ in errors:
         reported.setdefault(kind, set()).add(int(r))
-    assert reported.pop("all_gather out too long") == set(range(n)), output
     if n > 1:
         assert reported.pop("timeout") == set(range(1, n)), output  # rank 0 never came
         assert set(reported) == {"collective", "count", "dtype", "op", "root", "algo",

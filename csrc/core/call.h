@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/task.h"
 #include "core/trace.h"
 #include "dpcore/error.h"
@@ -27,6 +28,7 @@ struct CollHeader {
   int32_t chosen;  // algo kAuto: the algorithm rank 0 chose (rank 0's header is everyone's)
   uint64_t count;
   uint64_t total;
+  uint64_t inAt;  // all_gather: where the shard lies inside the output (in place), or kNotInOutput
   // shared memory only:
   uint32_t align;      // where this rank's data sits in its slots (ShmLayout::kAlignSpan)
   uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
@@ -35,10 +37,18 @@ struct CollHeader {
   uint64_t outAddr;  // address in its own process, and its output; peers read both
 };
 
+constexpr uint64_t kNotInOutput = ~uint64_t{0};  // CollHeader::inAt: the shard lies elsewhere
+
 CollHeader headerOf(const Task& task, uint64_t seq);
 
 // Every rank sees every header, so every rank finds a mismatch: "" if all agree, else why not.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank);
+
+// Calls that match but cannot work, which no rank could see alone: an all_gather output that
+// does not hold the shards, or a shard inside the output but not at its rank's place there. ""
+// if none, else why, with the ranks at fault added to `culprits`. Every rank finds the same, so
+// all refuse the call before any data moves (InvalidCall, Refused) and none breaks.
+std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& culprits);
 
 // Once a call has failed, peers may be anywhere in its schedule, so no later call could match:
 // a communicator refuses every one at once.

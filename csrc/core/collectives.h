@@ -1,6 +1,7 @@
 // Collectives over one transport, the same for every transport: one call at a time, each
 //   1. numbered, with a deadline (CallContext), and refused once an earlier one failed;
 //   2. matched: the transport carries every rank's header, and all ranks check them (call.h);
+//      a call that matches but cannot work is refused by all alike, and breaks nothing;
 //   3. run by the algorithm the call asked for, or for kAuto the one rank 0 picked (tuner.h);
 //   4. on failure, told to the peers where the transport can, and the communicator broken:
 //      peers may be anywhere in the schedule, so nothing further could match.
@@ -11,6 +12,7 @@
 // are the two; a next transport writes those and reuses everything here.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -86,12 +88,15 @@ class Collectives {
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
     call_ = CallContext{collName(task.coll), seq_, transport_.rank(), timeout_,
-                        now + std::chrono::microseconds(static_cast<int64_t>(timeout_ * 1e6)),
-                        &tracer_};
+                        deadlineAfter(now, timeout_), &tracer_};
     TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
     transport_.begin(call_);
     try {
       return runOne(task, moveData);
+    } catch (const Refused&) {  // every rank refused it alike, before any data moved
+      throw;
+    } catch (const InvalidCall&) {
+      throw;
     } catch (const std::exception& e) {
       broken_.set(e.what());
       transport_.abort(e.what());
@@ -116,6 +121,14 @@ class Collectives {
     std::vector<CollHeader> headers = transport_.exchange(task, mine);
     const std::string wrong = mismatch(headers, mine, rank);
     if (!wrong.empty()) call_.fail(wrong);
+    std::vector<int> culprits;
+    const std::string refused = misfit(headers, culprits);
+    if (!refused.empty()) {
+      if (std::find(culprits.begin(), culprits.end(), rank) != culprits.end()) {
+        throw InvalidCall(call_.message(refused));
+      }
+      throw Refused(call_.message(refused));
+    }
     const Algo algo = static_cast<Algo>(headers[0].chosen);
     if (task.coll == Coll::kBarrier || algo == Algo::kCountsOnly) return headers;
     ++algoCalls_[static_cast<int>(algo)];

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/limits.h"
+
 namespace dpcore {
 
 void Job::execute() {
@@ -27,7 +29,7 @@ bool Job::failed() {
 
 bool Job::waitFor(double seconds) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (seconds < 0) {
+  if (seconds < 0 || !(seconds < kForeverSeconds)) {
     cv_.wait(lock, [&] { return done_; });
     return true;
   }

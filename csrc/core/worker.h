@@ -20,7 +20,7 @@ class Job {
   void execute();
   bool done();
   bool failed();                 // done, with an error
-  bool waitFor(double seconds);  // negative: no limit; false when time ran out
+  bool waitFor(double seconds);  // negative or inf: no limit; false when time ran out
   void rethrow();                // the collective's error, if it failed
 
  private:

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/call.h"
+#include "core/limits.h"
 
 namespace dpcore {
 
@@ -77,6 +78,7 @@ class ShmLayout {
   }
 
   explicit ShmLayout(const ShmConfig& c) : c_(c) {
+    checkRingSlots(c.fifoSlots, c.slotBytes);  // before the segment is sized by them
     rankOff_ = roundUp(sizeof(SegmentControl));
     fifoOff_ = rankOff_ + c.size * sizeof(RankControl);
     slotsOff_ = roundUp(fifoOff_ + c.size * sizeof(FifoControl), 4096);

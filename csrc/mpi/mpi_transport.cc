@@ -4,6 +4,7 @@
 
 #include "algo/one_shot.h"
 #include "algo/trace_prims.h"
+#include "core/limits.h"
 
 namespace dpcore {
 namespace {
@@ -12,7 +13,8 @@ constexpr int kHeaderTag = 1, kPayloadTag = 3;  // MpiPrims::kTag carries the ri
 
 MpiTransport::MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes)
     : link_(std::move(endpoint)),
-      slots_{slots, segmentBytes, new char[2 * slots * segmentBytes]},
+      slots_{checkRingSlots(static_cast<long long>(slots), segmentBytes), segmentBytes,
+             new char[2 * slots * segmentBytes]},
       headers_(std::make_unique<std::vector<CollHeader>>()),
       staging_(std::make_unique<std::vector<char>>()) {}
 

@@ -38,7 +38,7 @@ from .units import fmt_bytes, fmt_time
 ONE_SHOT_MAX = 4 << 10
 ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
 
-EXPLAIN = settings.load().explain_auto
+EXPLAIN = settings.setting("explain_auto")
 _NEVER = (1, 0)          # an empty band: ring at every size
 _BANDS = {}              # (coll, n, one_shot_limit, transport) -> (lo, hi, rule)
 _SHARED = {}             # (n, one_shot_limit, transport) -> {coll: (lo, hi)}, held by callers
@@ -85,7 +85,7 @@ def band(coll, n, one_shot_limit, transport=None):
     found = _BANDS.get(key)
     if found is None:
         found = _BANDS[key] = one_shot_band(coll, n, one_shot_limit, transport,
-                                            settings.load().one_shot_max, model(),
+                                            settings.setting("one_shot_max"), model(),
                                             default_one_shot_max(n, transport))
     return found
 

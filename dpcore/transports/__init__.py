@@ -10,11 +10,9 @@ MPI only bootstraps (names, sizes) and, between nodes, carries bytes; the algori
 every reduction are dpcore's own.
 """
 from .. import _C
-from ..settings import ring_slots
+from ..settings import TRANSPORTS, ring_slots
 from ..shared_memory import fresh_name, map_everywhere
 from .mpi import endpoint, threaded
-
-TRANSPORTS = ("auto", "shm", "mpi")
 
 
 def choose(wanted, boot, node):

@@ -43,6 +43,7 @@ DP_HOST_DEVICE inline size_t dtypeSize(DType t) {
     default: return 1;
   }
 }
+constexpr size_t kMaxDTypeSize = 8;  // float64, int64
 
 inline const char* dtypeName(DType t) {
   static const char* names[] = {"float16", "bfloat16", "float32", "float64",
