@@ -48,6 +48,9 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+kept = []  # what the victim made before it died
+
+
 def hook(point):
     """Make the victim die at `point` inside init or alloc."""
     module, name = HOOKS[point]
@@ -62,9 +65,8 @@ def hook(point):
 
         def patched(node, step, what):
             if what.startswith(wanted):
-                # init-segment: the segment exists now (kept: its destructor would unlink it);
-                # its creator dies before anyone maps it
-                made = step() if point == "init-segment" else None  # noqa: F841
+                if point == "init-segment":  # the segment exists now; its creator dies before
+                    kept.append(step())      # anyone maps it (kept: its destructor unlinks it)
                 die()
             return original(node, step, what)
     setattr(module, name, patched)
