@@ -19,7 +19,8 @@ Lines, one write each ('rank R: TAG rest'):
     mpi shm NAMES             MPICH's own /dev/shm segments this rank maps (for the test to remove:
                               MPI_Finalize, which unlinks them, is never reached)
     error SECONDS | MESSAGE   the CommError (or other error) this rank got, SECONDS after the fault
-    hang SECONDS | WHAT       the watchdog: still waiting SECONDS after the fault; it killed the rank
+    hang SECONDS | WHAT       the watchdog: still waiting SECONDS after the fault (it then
+                              killed the rank)
 """
 import os
 import re

@@ -29,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-import dpcore.shared_memory
+import dpcore.bootstrap
 import dpcore.transports
 from fault_kit import Marks, mpi_shm_segments, report_error, say, start_watchdog
 
@@ -39,13 +39,16 @@ world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 # The functions the points inside init and alloc hook, as (module, name).
 HOOKS = {"init-connect": (dpcore.transports, "connect"),
-         "init-segment": (dpcore.shared_memory, "_on_every_rank"),
-         "alloc-segment": (dpcore.shared_memory, "_on_every_rank")}
+         "init-segment": (dpcore.bootstrap.Group, "on_every_rank"),
+         "alloc-segment": (dpcore.bootstrap.Group, "on_every_rank")}
 
 
 def die():
     marks.make("fault")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+kept = []  # what the victim made before it died
 
 
 def hook(point):
@@ -62,9 +65,8 @@ def hook(point):
 
         def patched(node, step, what):
             if what.startswith(wanted):
-                # init-segment: the segment exists now (kept: its destructor would unlink it);
-                # its creator dies before anyone maps it
-                made = step() if point == "init-segment" else None  # noqa: F841
+                if point == "init-segment":  # the segment exists now; its creator dies before
+                    kept.append(step())      # anyone maps it (kept: its destructor unlinks it)
                 die()
             return original(node, step, what)
     setattr(module, name, patched)
