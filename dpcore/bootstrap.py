@@ -51,28 +51,53 @@ _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCI
 
 
 def launcher_pids():
-    """{rank in MPI_COMM_WORLD: pid} of the processes the launcher started beside this one on
-    this host (its other children), read from /proc: so the very first exchange can notice a
-    peer that dies before it sends its own pid."""
+    """{rank in MPI_COMM_WORLD: pid} of this job's processes on this host, read from /proc: so
+    the very first exchange can notice a peer that dies before it sends its own pid. They are
+    the processes near this one in the process tree (their parent or its parent is this one's
+    parent or its parent: the launcher's proxy, or a wrapper it runs) whose environment has the
+    launcher's rank variable; where a wrapper and the process it runs both have it, the one
+    further down is the rank."""
     variable = next((v for v in _RANK_VARIABLES if v in os.environ), None)
     if variable is None or not os.path.isdir("/proc"):
         return {}
-    prefix, parent, found = f"{variable}=".encode(), os.getppid(), {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    procs = _processes(f"{variable}=".encode())
+    parent = procs.get(os.getpid(), (None, None))[0]
+    near = {parent, procs.get(parent, (None, None))[0]} - {None}
+    found = {}
+    for pid, (ppid, rank) in procs.items():
+        if rank is None or not ({ppid, procs.get(ppid, (None, None))[0]} & near):
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) != parent:
-                    continue
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                rank = next((int(v[len(prefix):]) for v in f.read().split(b"\0")
-                             if v.startswith(prefix)), None)
-        except (OSError, ValueError, IndexError):
-            continue
-        if rank is not None:
-            found[rank] = int(entry.name)
+        held = found.get(rank)
+        if held is None or procs.get(pid, (None,))[0] == held:  # pid runs under the wrapper
+            found[rank] = pid
     return found
+
+
+def _processes(prefix):
+    """{pid: (its parent's pid, the number after `prefix` in its environment, or None)}."""
+    procs = {}
+    for entry in os.scandir("/proc"):
+        parent = _parent(entry.name) if entry.name.isdigit() else None
+        if parent is not None:
+            procs[int(entry.name)] = (parent, _number_in_environment(entry.name, prefix))
+    return procs
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # "pid (command) state ppid ..."
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _number_in_environment(pid, prefix):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return next((int(v[len(prefix):]) for v in f.read().split(b"\0")
+                         if v.startswith(prefix)), None)
+    except (OSError, ValueError):  # another user's process, or one that just ended
+        return None
 
 
 def _pids_in(mpi_comm):
@@ -102,7 +127,8 @@ def _host():
 
 class Bootstrap:
     """Exchanges among every rank of `mpi_comm` (on a duplicate of it), each step within
-    `timeout` seconds. Each step's `what` names it in messages ("init: map shared memory")."""
+    `timeout` seconds. Each step's `what` names it in messages: "phase: step", as in
+    "init: map shared memory"."""
 
     def __init__(self, mpi_comm, timeout):
         self.timeout = timeout
@@ -111,6 +137,7 @@ class Bootstrap:
         self._tag = _FIRST_TAG
         self._sends = []  # requests of our messages, kept until done
         self._failed = False  # this rank said its setup failed
+        self._news = None  # a peer's failure that failed this rank, to pass on as it is
         # First the pids, straight from each rank to every other on the caller's communicator
         # (the one message dpcore sends there, under a tag of its own): sent before anything
         # waits, they reach the peers even from a rank that dies at once. Until they come, the
@@ -156,11 +183,12 @@ class Bootstrap:
         return comm
 
     def fail(self, error):
-        """This rank's setup failed: tell every peer, so that none waits for it in vain."""
+        """This rank's setup failed: tell every peer, so that none waits for it in vain. Where
+        a peer's failure was the cause, that goes on as it is, naming where it began."""
         if self._failed or not self._own_comm:
             return
         self._failed = True
-        why = f"rank {self.rank} failed: {error}"
+        why = self._news or f"rank {self.rank} failed: {error}"
         self._send(why, [r for r in range(self.size) if r != self.rank], _ABORT_TAG)
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -206,18 +234,23 @@ class Bootstrap:
             pause = min(2 * pause, 1e-3)
 
     def _look(self, what, waiting):
-        dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
-        if dead:
-            self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
+        # a peer's failure first: one that failed and then exited says why, its pid cannot
         if self._own_comm:
             from mpi4py import MPI
 
             message = self.comm.improbe(source=MPI.ANY_SOURCE, tag=_ABORT_TAG)
             if message is not None:
                 self._raise(message.recv(), what)
+        dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
+        if dead:
+            self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
 
     def _raise(self, why, what):
-        raise _C.CommError(f"dpcore {what} on rank {self.rank}: {why}")
+        """CommError "dpcore init on rank 0: rank 1 (pid 7) died (exchange hosts and pids)",
+        for what = "init: exchange hosts and pids", as a collective's would read."""
+        self._news = why  # what fail() passes on, rather than this rank's failure
+        phase, _, step = what.partition(": ")
+        raise _C.CommError(f"dpcore {phase} on rank {self.rank}: {why} ({step})")
 
 
 class Group:
@@ -242,6 +275,7 @@ class Group:
         errors = self.allgather(error and str(error), what)
         failed = [f"rank {r}: {e}" for r, e in zip(self.ranks, errors) if e]
         if failed:
-            raise RuntimeError(f"dpcore: cannot {what}: " + "; ".join(failed))
+            phase, _, step = what.partition(": ")
+            raise RuntimeError(f"dpcore {phase}: cannot {step}: " + "; ".join(failed))
         return result
 

@@ -40,9 +40,9 @@ def map_everywhere(node, name, attach):
     first, made = node.rank == 0, None
     try:
         made = node.on_every_rank(lambda: attach(True) if first else None,
-                                  f"create shared memory {name}")
+                                  f"init: create shared memory {name}")
         return node.on_every_rank(lambda: made if first else attach(False),
-                                  f"map shared memory {name}")
+                                  f"init: map shared memory {name}")
     except BaseException:
         unlink([name])  # the creator may have died after making it
         raise
@@ -70,9 +70,9 @@ def alloc(comm, shape, dtype):
     rank = comm.local_rank
     buffer = _C.SharedBuffer(comm.local_size, rank, nbytes)
     try:
-        node.on_every_rank(lambda: buffer.create(mine), "create shared memory for alloc")
+        node.on_every_rank(lambda: buffer.create(mine), "alloc: create shared memory")
         node.on_every_rank(lambda: [buffer.open(r, name) for r, name in enumerate(names)
-                                    if r != rank], "map the peers' alloc buffers")
+                                    if r != rank], "alloc: map the peers' buffers")
     except BaseException:
         unlink(names)  # a peer may have died after making its own
         raise

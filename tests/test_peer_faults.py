@@ -100,8 +100,9 @@ def outcomes(output):
 
 def blamed(message):
     """The ranks a message names, leaving out the prefixes that say where it was raised
-    ('dpcore all_reduce #3 on rank 2: ', also quoted inside another rank's message)."""
-    text = re.sub(r"dpcore \w+ #\d+ on rank \d+: ", "", message)
+    ('dpcore all_reduce #3 on rank 2: ', 'dpcore init on rank 2: ', also quoted inside another
+    rank's message)."""
+    text = re.sub(r"dpcore \w+( #\d+)? on rank \d+: ", "", message)
     ranks = set()
     for group in re.findall(r"\branks? (\d+(?:(?:,| and|, and) \d+)*)", text):
         ranks.update(int(r) for r in re.findall(r"\d+", group))

@@ -127,7 +127,8 @@ std::string ShmTransport::peerTrouble() {
 }
 
 // Follows the waits from `peer`: the rank where they end waits for nobody, so it holds up
-// every rank on the way (stopped, or busy elsewhere), rather than the neighbour this rank names.
+// every rank on the way (stopped, or busy elsewhere). A timeout names it rather than the
+// neighbour this rank waits for: "rank 0 (stopped), for which ...", or "" if none is found.
 std::string ShmTransport::heldUpBy(int peer) const {
   if (peer < 0) return "";
   auto stopped = [&](int r) {
@@ -145,10 +146,9 @@ std::string ShmTransport::heldUpBy(int peer) const {
     if (next < 0 || next >= config_.size || seen[next]) return "";
     r = next;
   }
-  const std::string held = "rank " + std::to_string(r);
-  if (r == peer) return stopped(r) ? "; " + held + " is stopped" : "";
-  return "; held up by " + held + (stopped(r) ? " (stopped)" : "") + ", which rank " +
-         std::to_string(peer) + " waits for";
+  const std::string held = "rank " + std::to_string(r) + (stopped(r) ? " (stopped)" : "");
+  if (r == peer) return stopped(r) ? held : "";
+  return held + ", for which the rank this one waits for waits too";
 }
 
 // "ranks 1, 3": those whose `counter` (arrived, done) is below seq.

@@ -91,7 +91,7 @@ class ShmTransport {
   void wakeIfAsleep(int r);  // notify without its fence: the caller has fenced
   void checkAbort() const;   // another rank failed: stop, and say why
   std::string peerTrouble();
-  std::string heldUpBy(int peer) const;  // "; held up by rank 0 (stopped) ..." or ""
+  std::string heldUpBy(int peer) const;  // "rank 0 (stopped), for which ..." or ""
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
 
   int rank_;

@@ -92,7 +92,10 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
         call_->fail(trouble);
       }
     }
-    if (call_->expired(now)) call_->fail(call_->timedOut(blame()) + heldUpBy(peer));
+    if (call_->expired(now)) {
+      const std::string culprit = heldUpBy(peer);
+      call_->fail(call_->timedOut(culprit.empty() ? blame() : culprit));
+    }
     if (oversubscribed_ && now - start < kYieldFor) {
       sched_yield();
       continue;

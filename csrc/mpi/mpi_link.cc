@@ -80,9 +80,10 @@ void MpiLink::abandon(Pending* late, size_t count, const std::string& why) {
   call_->fail(why);
 }
 
-// "timed out after 1 s waiting for rank 2 (receive from rank 2); held up by rank 0 (stopped):
-// rank 2 timed out waiting too". Before giving up, this rank says so, and listens a moment for
-// the peers it waited for: one that also timed out passes the blame on.
+// "timed out after 1 s waiting for rank 2 (receive from rank 2)", or where the peers it waited
+// for timed out too, for the rank they waited for: "... waiting for rank 0 (stopped), for which
+// the ranks this one waits for wait too". Before giving up, this rank says so, and listens a
+// moment for the peers it waited for.
 void MpiLink::timeOut(Pending* late, size_t count) {
   // A rank that was stopped past its deadline finds, when it resumes, the peers' news
   const std::string trouble = watch_.trouble(call_->seq);
@@ -99,8 +100,8 @@ void MpiLink::timeOut(Pending* late, size_t count) {
   const std::string why = call_->timedOut(who + " (" + detail + ")");
   const std::vector<int> waited(peers.begin(), peers.end());
   watch_.sayGoodbye(call_->seq - 1, "gave up: " + call_->message(why), waited);
-  const std::string blame = watch_.stalled(waited, std::min(1.0, call_->timeout / 4));
-  abandon(late, count, blame.empty() ? why : why + "; " + blame);
+  const std::string culprits = watch_.stalled(waited, std::min(1.0, call_->timeout / 4));
+  abandon(late, count, culprits.empty() ? why : call_->timedOut(culprits));
 }
 
 }  // namespace dpcore

@@ -53,21 +53,17 @@ void PeerWatch::sayGoodbye(uint64_t lastDone, const std::string& reason,
   if (said_ || e_.api->finalized()) return;
   said_ = true;
   Goodbye& g = inbox_->outgoing;
-  if (heard_ >= 0) {  // pass the news on
-    g = inbox_->received[heard_];
-    g.lastDone = lastDone;
-    g.timedOut = 0;
-    std::fill(std::begin(g.waitedFor), std::end(g.waitedFor), -1);
-    send(g);
-    return;
-  }
   g.lastDone = lastDone;
-  g.origin = e_.names[e_.rank];
-  g.timedOut = waitedFor.empty() ? 0 : 1;
+  g.origin = newsOf_ >= 0 ? newsOf_ : e_.names[e_.rank];
+  g.timedOut = newsOf_ < 0 && !waitedFor.empty() ? 1 : 0;
   std::fill(std::begin(g.waitedFor), std::end(g.waitedFor), -1);
-  std::copy_n(waitedFor.begin(), std::min<size_t>(waitedFor.size(), Goodbye::kMaxWaitedFor),
-              g.waitedFor);
-  std::strncpy(g.reason, reason.c_str(), sizeof(g.reason) - 1);
+  if (g.timedOut) {
+    std::copy_n(waitedFor.begin(), std::min<size_t>(waitedFor.size(), Goodbye::kMaxWaitedFor),
+                g.waitedFor);
+  }
+  const std::string& text = newsOf_ >= 0 ? news_ : reason;
+  std::memset(g.reason, 0, sizeof(g.reason));
+  std::strncpy(g.reason, text.c_str(), sizeof(g.reason) - 1);
   send(g);
 }
 
@@ -104,18 +100,22 @@ std::string PeerWatch::stateOf(int peer) const {
 }
 
 std::string PeerWatch::trouble(uint64_t seq) {
-  for (int p = 0; p < e_.size; ++p) {
-    if (p != e_.rank && stateOf(p) == "gone") {
-      return "rank " + std::to_string(e_.names[p]) + " (pid " + std::to_string(e_.pids[p]) +
-             ") died";
-    }
-  }
+  // A goodbye first: a rank that failed and then exited says why, which its pid cannot.
   poll();
   for (int p = 0; p < e_.size; ++p) {
     const Goodbye& g = inbox_->received[p];
-    if (p != e_.rank && inbox_->arrived[p] && seq > g.lastDone) {
-      heard_ = p;
-      return "rank " + std::to_string(g.origin) + " " + g.reason;
+    // a peer that timed out is no news: it waits as this rank does, and stalled() follows it
+    if (p != e_.rank && inbox_->arrived[p] && seq > g.lastDone && !g.timedOut) {
+      newsOf_ = g.origin;
+      news_ = g.reason;
+      return "rank " + std::to_string(newsOf_) + " " + news_;
+    }
+  }
+  for (int p = 0; p < e_.size; ++p) {
+    if (p != e_.rank && stateOf(p) == "gone") {
+      newsOf_ = e_.names[p];
+      news_ = "(pid " + std::to_string(e_.pids[p]) + ") died";
+      return "rank " + std::to_string(newsOf_) + " " + news_;
     }
   }
   return "";
@@ -150,27 +150,17 @@ std::string PeerWatch::stalled(const std::vector<int>& waited, double grace) {
     timespec nap{0, 2 * 1000 * 1000};
     nanosleep(&nap, nullptr);
   }
-  if (silent.empty() || timedOut.empty()) {  // nothing learnt beyond whom this rank waited for
-    std::string states;
-    for (int r : silent) {
-      if (stateOf(r).empty()) continue;
-      states += "; rank " + std::to_string(e_.names[r]) + " is " + stateOf(r);
-    }
-    return states.empty() ? "" : states.substr(2);
+  // the silent ranks held the others up: those this rank waited for, or those they waited for
+  std::string culprits;
+  bool known = false;  // the state of some silent rank: worth saying even without a chain
+  for (int r : silent) {
+    const std::string state = stateOf(r);
+    known = known || !state.empty();
+    culprits += (culprits.empty() ? "" : ", ") + std::string("rank ") +
+                std::to_string(e_.names[r]) + (state.empty() ? "" : " (" + state + ")");
   }
-  auto list = [&](const std::set<int>& ranks) {
-    std::string s = ranks.size() > 1 ? "ranks " : "rank ";
-    bool first = true;
-    for (int r : ranks) {
-      s += (first ? "" : ", ") + std::to_string(e_.names[r]);
-      const std::string state = &ranks == &silent ? stateOf(r) : "";
-      if (!state.empty()) s += " (" + state + ")";
-      first = false;
-    }
-    return s;
-  };
-  return "held up by " + list(silent) + ": " + list(timedOut) + " timed out waiting too";
+  if (timedOut.empty()) return known ? culprits : "";
+  return culprits.empty() ? "" : culprits + ", for which the ranks this one waits for wait too";
 }
-
 
 }  // namespace dpcore

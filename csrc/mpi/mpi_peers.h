@@ -39,8 +39,9 @@ class PeerWatch {
   PeerWatch& operator=(const PeerWatch&) = delete;
 
   // Tells every peer this rank leaves after call lastDone; only the first goodbye goes out.
-  // Where a peer's goodbye failed this rank (trouble), that news goes on instead of `reason`,
-  // so a message names where the failure began, not each rank that passed it on.
+  // Where a peer's news failed this rank (trouble: it died, or its goodbye), that news goes on
+  // instead of `reason`, so a message names where the failure began, not each rank that passed
+  // it on.
   void sayGoodbye(uint64_t lastDone, const std::string& reason,
                   const std::vector<int>& waitedFor = {});
   bool saidGoodbye() const { return said_; }
@@ -48,8 +49,8 @@ class PeerWatch {
   // while no trouble is known.
   std::string trouble(uint64_t seq);
   // After a timeout waiting for `waited`: listens up to `grace` seconds for the goodbyes of
-  // those peers and of whom they waited for, and returns the ranks that stalled them all, e.g.
-  // "rank 0 made no progress (stopped); rank 1 timed out waiting for it", or "".
+  // those peers and of whom they waited for, and returns the ranks that held them all up, e.g.
+  // "rank 0 (stopped), for which the ranks this one waits for wait too", or "".
   std::string stalled(const std::vector<int>& waited, double grace);
 
  private:
@@ -61,7 +62,9 @@ class PeerWatch {
   const MpiEndpoint& e_;
   Inbox* inbox_;
   bool said_ = false;
-  int heard_ = -1;  // the peer whose goodbye trouble() reported, or -1
+  // What trouble() reported, to pass on as it is: whose news (a name, or -1) and what it is.
+  int newsOf_ = -1;
+  std::string news_;
 };
 
 }  // namespace dpcore

@@ -60,8 +60,8 @@ def hook(point):
         def patched(*args, **kwargs):
             die()
     else:
-        wanted = ("create shared memory /" if point == "init-segment"
-                  else "map the peers' alloc buffers")
+        wanted = ("init: create shared memory /" if point == "init-segment"
+                  else "alloc: map the peers' buffers")
 
         def patched(node, step, what):
             if what.startswith(wanted):
