@@ -101,7 +101,8 @@ for slots, slot_bytes in [(8, 0), (8, 3), (8, 12), (1, 4096), (0, 4096)]:
             lambda: _C.ShmBackend(name(), True, 0, 1, slots, slot_bytes, 4096, True, 10.0),
             "slot")
     refused(f"MpiBackend slots={slots} slot_bytes={slot_bytes}", ValueError,
-            lambda: _C.MpiBackend(endpoint(MPI.COMM_SELF), slots, slot_bytes, 10.0, False),
+            lambda: _C.MpiBackend(endpoint(MPI.COMM_SELF, [0], [0]), slots, slot_bytes, 10.0,
+                                  False),
             "slot")
 
 # a segment larger than /dev/shm's free space is refused before it is made
