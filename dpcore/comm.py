@@ -44,7 +44,9 @@ class Communicator:
     def __init__(self, mpi_comm=None, timeout=None):
         from mpi4py import MPI
 
-        self._backend, self._owner = None, None
+        self._backend = None
+        me = threading.current_thread()
+        self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
         try:  # a bad setting or timeout raises here, but only once the peers can be told
             self.settings, wrong = _settings.load(), None
             self.timeout = (self.settings.timeout if timeout is None else
@@ -226,26 +228,24 @@ class Communicator:
         if self._backend is None:
             raise ValueError("dpcore: the communicator is closed")
         if self._owner != get_ident():
-            self._claim()
+            self._claim()  # raises
         return self._backend
 
     def _claim(self):
-        """A communicator belongs to the thread that makes its first call, as an NCCL
-        communicator to one thread: calls from two threads would meet the peers' calls in
-        different orders and silently mix their data."""
+        """A communicator belongs to the thread that created it, as an NCCL communicator to one
+        thread: calls from two threads would meet the peers' calls in different orders and
+        silently mix their data. (Not the thread of its first call: that may differ from rank
+        to rank.)"""
         me = threading.current_thread()
-        if self._owner is None:
-            self._owner, self._owner_name = me.ident, me.name
-            return
         raise RuntimeError(f"dpcore: this communicator belongs to thread {self._owner_name!r}, "
-                           f"which made its first call; a call from thread {me.name!r} could "
-                           f"meet the peers' calls out of order. Use a communicator per thread "
-                           f"(dpcore.init in each, in the same order on every rank)")
+                           f"which created it; a call from thread {me.name!r} could meet the "
+                           f"peers' calls out of order. Create a communicator in the thread "
+                           f"that uses it (dpcore.init there, in the same order on every rank)")
 
     def _launch(self, coll, dtype, op, root, algo, a, out_a, count, total, result, async_op):
         backend = self._backend
         if backend is None or self._owner != get_ident():
-            self._checked_backend()  # raises, or makes this thread the owner
+            self._checked_backend()  # raises
         if not async_op:
             try:
                 backend.run(coll, dtype, op, root, algo, a, out_a, count, total)

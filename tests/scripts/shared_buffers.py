@@ -139,8 +139,8 @@ def address_space():
 # of a peer's (room for one and a half). An address-space limit makes the mmap fail, as a full
 # machine would; the other ranks' steps succeed, and every rank must still raise.
 nbytes = 256 << 20
-for step, room in (("create shared memory for alloc", nbytes // 2),
-                   ("map the peers' alloc buffers", nbytes * 3 // 2)):
+for step, room in (("create shared memory", nbytes // 2),
+                   ("map the peers' buffers", nbytes * 3 // 2)):
     if size == 1:
         break  # alloc maps nothing alone
     limits = resource.getrlimit(resource.RLIMIT_AS)

@@ -13,6 +13,7 @@ import os
 import threading
 
 import numpy as np
+from mpi4py import MPI
 
 import dpcore
 from checks import say
@@ -65,4 +66,7 @@ for t in (0, 1):
     if error:
         say(rank, f"thread {t} error {error}")
 say(rank, "finished")
+# A rank that leaves without MPI_Finalize makes mpiexec end the others, maybe before they print:
+# leave together.
+MPI.COMM_WORLD.Barrier()
 os._exit(0)  # a thread may still hold the communicator; MPI_Finalize could wait on a peer
