@@ -19,8 +19,13 @@ import time
 from . import _C
 from .mpi_comms import made
 
-# On the caller's communicator: the pids, under a tag its own messages are unlikely to use.
+# On the caller's communicator, under tags its own messages are unlikely to use: the pids, and
+# a rank's failure before dpcore's duplicate exists, marked with how many communicators this
+# process has begun on that communicator (the same count on every rank: they begin them in one
+# order), so that a later dpcore.init never takes an old one.
 _HELLO_TAG = 32766
+_HELLO_ABORT_TAG = 32765
+_begun = {}  # MPI handle of a caller's communicator: communicators begun on it
 # On dpcore's duplicate: a rank's setup failed, and it says why, once, to every peer; then each
 # step its own tag, the same on every rank (the steps run in one order), up to the least
 # MPI_TAG_UB an MPI library may have.
@@ -131,19 +136,26 @@ class Bootstrap:
     "init: map shared memory"."""
 
     def __init__(self, mpi_comm, timeout):
+        from mpi4py import MPI
+
         self.timeout = timeout
         self.rank, self.size = mpi_comm.Get_rank(), mpi_comm.Get_size()
         self.pids = _pids_in(mpi_comm)  # 0: not known, or on another host
-        self._tag = _FIRST_TAG
+        # Steps begun and completed: a peer that left after completing step k fails only the
+        # steps after k, not one it did its part of while this rank still waits for others.
+        self._step = self._done = 0
         self._sends = []  # requests of our messages, kept until done
         self._failed = False  # this rank said its setup failed
         self._news = None  # a peer's failure that failed this rank, to pass on as it is
+        self._heard = []  # (steps it completed, why) of each peer that left
         # First the pids, straight from each rank to every other on the caller's communicator
         # (the one message dpcore sends there, under a tag of its own): sent before anything
         # waits, they reach the peers even from a rank that dies at once. Until they come, the
         # launcher's (launcher_pids) watch the peers on this host; only the deadline watches a
         # rank found in neither.
         self.comm, self._own_comm = mpi_comm, False
+        key = MPI._handleof(mpi_comm)
+        self._generation = _begun[key] = _begun.get(key, 0) + 1
         host = _host()
         everyone = self.allgather((host, os.getpid()), "init: exchange hosts and pids",
                                   tag=_HELLO_TAG)
@@ -162,41 +174,58 @@ class Bootstrap:
     def allgather(self, obj, what, ranks=None, tag=None):
         """[obj of each rank in `ranks`] (default: all), on each of them."""
         ranks = range(self.size) if ranks is None else ranks
-        tag = self._next_tag() if tag is None else tag
+        step_tag = self._begin_step()
+        tag = step_tag if tag is None else tag
         self._send(obj, [r for r in ranks if r != self.rank], tag)
-        return self._receive([r for r in ranks if r != self.rank], tag, what, {self.rank: obj},
-                             ranks)
+        got = self._receive([r for r in ranks if r != self.rank], tag, what, {self.rank: obj},
+                            ranks)
+        self._done = self._step
+        return got
 
     def bcast(self, obj, root, what, ranks=None):
         """root's obj, on every rank of `ranks` (default: all)."""
         ranks = range(self.size) if ranks is None else ranks
-        tag = self._next_tag()
+        tag = self._begin_step()
         if self.rank == root:
             self._send(obj, [r for r in ranks if r != root], tag)
-            return obj
-        return self._receive([root], tag, what, {}, [root])[0]
+        else:
+            obj = self._receive([root], tag, what, {}, [root])[0]
+        self._done = self._step
+        return obj
 
     def dup(self, mpi_comm, what):
         """A duplicate of mpi_comm (every rank of it calls this)."""
+        self._begin_step()
         comm, request = made(mpi_comm.Idup, "Idup")
         self._poll(request.Test, what, [r for r in range(self.size) if r != self.rank])
+        self._done = self._step
         return comm
 
     def fail(self, error):
         """This rank's setup failed: tell every peer, so that none waits for it in vain. Where
         a peer's failure was the cause, that goes on as it is, naming where it began."""
-        if self._failed or not self._own_comm:
+        self.leave(f"failed: {error}")
+
+    def leave(self, why):
+        """This rank takes no further part ("failed: ...", "closed its communicator"): peers in a
+        step, or in a later one, raise instead of waiting for it."""
+        if self._failed:
             return
         self._failed = True
-        why = self._news or f"rank {self.rank} failed: {error}"
-        self._send(why, [r for r in range(self.size) if r != self.rank], _ABORT_TAG)
+        news = (self._done, self._news or f"rank {self.rank} {why}")
+        peers = [r for r in range(self.size) if r != self.rank]
+        if self._own_comm:
+            self._send(news, peers, _ABORT_TAG)
+        else:
+            self._send((self._generation, news), peers, _HELLO_ABORT_TAG)
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def _next_tag(self):
-        tag = self._tag
-        self._tag = _FIRST_TAG + (tag + 1 - _FIRST_TAG) % (_LAST_TAG - _FIRST_TAG)
-        return tag
+    def _begin_step(self):
+        """Numbers the step (every rank takes part in the same steps, each in its own group)
+        and returns its tag."""
+        self._step += 1
+        return _FIRST_TAG + (self._step - 1) % (_LAST_TAG - _FIRST_TAG)
 
     def _send(self, obj, peers, tag):
         self._sends = [r for r in self._sends if not r.Test()]
@@ -235,12 +264,21 @@ class Bootstrap:
 
     def _look(self, what, waiting):
         # a peer's failure first: one that failed and then exited says why, its pid cannot
-        if self._own_comm:
-            from mpi4py import MPI
+        from mpi4py import MPI
 
-            message = self.comm.improbe(source=MPI.ANY_SOURCE, tag=_ABORT_TAG)
-            if message is not None:
-                self._raise(message.recv(), what)
+        if self._own_comm:
+            while (message := self.comm.improbe(source=MPI.ANY_SOURCE,
+                                                tag=_ABORT_TAG)) is not None:
+                self._heard.append(message.recv())
+        else:
+            while (message := self.comm.improbe(source=MPI.ANY_SOURCE,
+                                                tag=_HELLO_ABORT_TAG)) is not None:
+                generation, news = message.recv()
+                if generation == self._generation:  # else an earlier communicator's
+                    self._heard.append(news)
+        for done, why in self._heard:
+            if done < self._step:  # it left before this step
+                self._raise(why, what)
         dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
         if dead:
             self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)

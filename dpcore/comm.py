@@ -273,6 +273,7 @@ class Communicator:
         if trace.enabled():
             trace.collect(self._backend)
         self._backend.leave("closed its communicator")
+        self._boot.leave("closed its communicator")  # peers in alloc stop waiting for it
         self._pending = []
         self._backend = None
         _live.discard(self)
@@ -313,6 +314,7 @@ def _leave_at_exit():
         return
     for comm in list(_live):
         if comm._backend is not None:
+            comm._boot.leave("exited without closing its communicator")  # peers in alloc
             try:
                 comm._backend.leave("exited without closing its communicator")
             except Exception:  # a failed call is already the peers' news
