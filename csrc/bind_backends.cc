@@ -119,6 +119,8 @@ void bindBackends(py::module_& m) {
           }, py::call_guard<py::gil_scoped_release>())
       .def("drain", &Backend::drain, py::call_guard<py::gil_scoped_release>())
       .def("leave", &Backend::leave, py::arg("why"), py::call_guard<py::gil_scoped_release>())
+      .def("pass_on", &Backend::passOn, py::arg("news"),
+           py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", &Backend::setTimeout)
       .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
       // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
@@ -168,7 +170,7 @@ void bindBackends(py::module_& m) {
       .def(py::init([](const std::string& name, bool create, int localRank, int localSize,
                        int fifoSlots, size_t slotBytes, size_t oneShotBytes, double timeout,
                        py::tuple world, py::object cross, size_t mpiSlots, size_t mpiSlotBytes,
-                       bool threaded) {
+                       bool threaded, std::vector<int> nodeRanks) {
              MpiEndpoint all = endpoint(world);
              std::unique_ptr<MpiEndpoint> across;
              if (!cross.is_none()) {
@@ -177,13 +179,14 @@ void bindBackends(py::module_& m) {
              py::gil_scoped_release release;
              return std::make_shared<HierarchicalBackend>(
                  threaded, timeout, name, create, localRank,
-                 ShmConfig{localSize, fifoSlots, slotBytes, oneShotBytes}, std::move(all),
+                 ShmConfig{localSize, fifoSlots, slotBytes, oneShotBytes, std::move(nodeRanks)},
+                 std::move(all),
                  std::move(across), mpiSlots, mpiSlotBytes);
            }),
            py::arg("name"), py::arg("create"), py::arg("local_rank"), py::arg("local_size"),
            py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
            py::arg("timeout"), py::arg("endpoint"), py::arg("cross"), py::arg("mpi_slots"),
-           py::arg("mpi_slot_bytes"), py::arg("threaded"))
+           py::arg("mpi_slot_bytes"), py::arg("threaded"), py::arg("node_ranks"))
       .def("unlink", [](HierarchicalBackend& b) { b.engine().node().unlinkSegment(); })
       .def_property_readonly("hierarchical",
                              [](HierarchicalBackend& b) { return b.engine().hierarchical(); })

@@ -13,6 +13,7 @@ Bootstrap is one rank's view of all the ranks; Group the same calls among some o
 ranks of a node), each addressed by its rank in the group.
 """
 import os
+import secrets
 import socket
 import time
 
@@ -155,14 +156,24 @@ class Bootstrap:
         # rank found in neither.
         self.comm, self._own_comm = mpi_comm, False
         key = MPI._handleof(mpi_comm)
-        self._generation = _begun[key] = _begun.get(key, 0) + 1
+        # Every message carries a mark, and a message with another is dropped: one left over
+        # from an earlier communicator (a failed one's; or on a communicator MPI made later
+        # with a context it reused). First the count of communicators begun on mpi_comm, then
+        # a random one of rank 0's.
+        self._mark = f"generation {_begun.get(key, 0) + 1}"
+        _begun[key] = _begun.get(key, 0) + 1
         host = _host()
-        everyone = self.allgather((host, os.getpid()), "init: exchange hosts and pids",
-                                  tag=_HELLO_TAG)
-        self.hosts = [h for h, _ in everyone]
-        self.pids = [p if h == host else 0 for h, p in everyone]
-        self.comm = self.dup(mpi_comm, "init: duplicate the communicator")
-        self._own_comm = True
+        try:
+            everyone = self.allgather((host, os.getpid(), secrets.token_hex(8)),
+                                      "init: exchange hosts and pids", tag=_HELLO_TAG)
+            self.hosts = [h for h, _, _ in everyone]
+            self.pids = [p if h == host else 0 for h, p, _ in everyone]
+            self._mark = everyone[0][2]  # rank 0's: this bootstrap's, on every rank
+            comm = self.dup(mpi_comm, "init: duplicate the communicator")
+        except BaseException as e:
+            self.fail(e)  # a peer that waits for what this rank knows hears it
+            raise
+        self.comm, self._own_comm = comm, True
         self.world = Group(self, range(self.size))
 
     def group(self, ranks):
@@ -213,11 +224,18 @@ class Bootstrap:
             return
         self._failed = True
         news = (self._done, self._news or f"rank {self.rank} {why}")
-        peers = [r for r in range(self.size) if r != self.rank]
-        if self._own_comm:
-            self._send(news, peers, _ABORT_TAG)
-        else:
-            self._send((self._generation, news), peers, _HELLO_ABORT_TAG)
+        self._send(news, [r for r in range(self.size) if r != self.rank],
+                   _ABORT_TAG if self._own_comm else _HELLO_ABORT_TAG)
+        # MPI may move a message only while it is polled, and a rank that fails often exits at
+        # once: push these out first
+        until = time.monotonic() + 0.1
+        while self._sends and time.monotonic() < until:
+            self._sends = [r for r in self._sends if not r.Test()]
+
+    @property
+    def news(self):
+        """The peer's failure that failed this rank's last step ("rank 1 (pid 7) died")."""
+        return self._news
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -229,16 +247,28 @@ class Bootstrap:
 
     def _send(self, obj, peers, tag):
         self._sends = [r for r in self._sends if not r.Test()]
-        self._sends += [self.comm.isend(obj, dest=r, tag=tag) for r in peers]
+        self._sends += [self.comm.isend((self._mark, obj), dest=r, tag=tag) for r in peers]
+
+    def _take(self, source, tag):
+        """[what came from `source` (any, if None) under `tag` with this bootstrap's mark]."""
+        from mpi4py import MPI
+
+        taken = []
+        source = MPI.ANY_SOURCE if source is None else source
+        while (message := self.comm.improbe(source=source, tag=tag)) is not None:
+            mark, obj = message.recv()
+            if mark == self._mark:
+                taken.append(obj)
+        return taken
 
     def _receive(self, peers, tag, what, got, order):
         waiting = list(peers)
 
         def arrived():
             for r in list(waiting):
-                message = self.comm.improbe(source=r, tag=tag)
-                if message is not None:
-                    got[r] = message.recv()
+                taken = self._take(r, tag)
+                if taken:
+                    got[r] = taken[0]
                     waiting.remove(r)
             return not waiting
 
@@ -264,18 +294,7 @@ class Bootstrap:
 
     def _look(self, what, waiting):
         # a peer's failure first: one that failed and then exited says why, its pid cannot
-        from mpi4py import MPI
-
-        if self._own_comm:
-            while (message := self.comm.improbe(source=MPI.ANY_SOURCE,
-                                                tag=_ABORT_TAG)) is not None:
-                self._heard.append(message.recv())
-        else:
-            while (message := self.comm.improbe(source=MPI.ANY_SOURCE,
-                                                tag=_HELLO_ABORT_TAG)) is not None:
-                generation, news = message.recv()
-                if generation == self._generation:  # else an earlier communicator's
-                    self._heard.append(news)
+        self._heard += self._take(None, _ABORT_TAG if self._own_comm else _HELLO_ABORT_TAG)
         for done, why in self._heard:
             if done < self._step:  # it left before this step
                 self._raise(why, what)

@@ -12,6 +12,7 @@ from threading import get_ident
 
 import numpy as np
 
+from . import _C
 from . import settings as _settings
 from . import trace, transports
 from .arrays import as_numpy, check_contiguous, check_in_place, check_out, check_shard_in_out
@@ -89,7 +90,8 @@ class Communicator:
                                         self.timeout)
         self._backend = connection.backend
         # close() calls it; a communicator dropped without close() frees its MPI ones anyway
-        self._release = release_when_dropped(self, self._backend, [*connection.comms, boot.comm])
+        self._release = release_when_dropped(self, self._backend, [*connection.comms, boot.comm],
+                                             boot)
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
 
@@ -102,8 +104,12 @@ class Communicator:
         view of it). Across nodes, or with one rank, it is ordinary memory."""
         from .shared_memory import alloc
 
-        self._checked_backend()  # raises once closed
-        return alloc(self, shape, dtype)
+        backend = self._checked_backend()  # raises once closed
+        try:
+            return alloc(self, shape, dtype)
+        except _C.CommError:  # a peer died or left: the ranks in collectives hear it too
+            backend.pass_on(self._boot.news or f"rank {self.rank} failed in alloc")
+            raise
 
     # -- collectives ------------------------------------------------------------------------
 

@@ -21,22 +21,25 @@ def made(make, what):
             f"MPI said: {e.Get_error_string()}") from e
 
 
-def release_when_dropped(owner, backend, comms):
+def release_when_dropped(owner, backend, comms, boot):
     """A weakref.finalize that, when called (by close()) or when `owner` is garbage-collected,
-    waits for `backend`'s queued collectives, tells the peers this rank makes no more calls, and
-    then frees the mpi4py communicators `comms`, which the backend's MPI calls use. At exit
-    MPI_Finalize frees whatever is left."""
-    release = weakref.finalize(owner, _release, backend, list(comms))
+    waits for `backend`'s queued collectives, tells the peers this rank makes no more calls
+    (through the backend, and through `boot`, the dpcore.bootstrap.Bootstrap, to peers in
+    alloc), and then frees the mpi4py communicators `comms`, which the backend's MPI calls use.
+    At exit MPI_Finalize frees whatever is left."""
+    release = weakref.finalize(owner, _release, backend, list(comms), boot)
     release.atexit = False
     return release
 
 
-def _release(backend, comms):
+def _release(backend, comms, boot):
     from mpi4py import MPI
 
     backend.drain()
     if MPI.Is_finalized():  # too late for Free; MPI_Finalize has freed them
         return
-    backend.leave("dropped its communicator")  # after close()'s own leave, nothing more
+    # after close()'s own goodbyes these say nothing more
+    backend.leave("dropped its communicator")
+    boot.leave("dropped its communicator")
     for c in comms:
         c.Free()

@@ -25,6 +25,9 @@ class Backend {
   // After the queued collectives: this rank makes no more calls (why: "closed its
   // communicator"); peers waiting for one fail at once with why, instead of at their timeout.
   virtual void leave(const std::string& why) = 0;
+  // This rank failed outside a collective (in comm.alloc) because of `news`, "rank 1 (pid 7)
+  // died": the communicator refuses further calls, and the peers hear the news as it is.
+  virtual void passOn(const std::string& news) = 0;
   virtual uint64_t sequence() = 0;
   virtual std::vector<uint64_t> algoCalls() = 0;  // by Algo, once the queue is drained
   virtual Tracer& tracer() = 0;
@@ -52,6 +55,9 @@ class Queued : public Backend {
   void drain() override { worker_.drain(); }
   void leave(const std::string& why) override {
     worker_.runNow([&] { engine_.leave(why); });
+  }
+  void passOn(const std::string& news) override {
+    worker_.runNow([&] { engine_.passOn(news); });
   }
   uint64_t sequence() override { return engine_.sequence(); }
   std::vector<uint64_t> algoCalls() override {

@@ -74,6 +74,10 @@ class Collectives {
 
   // This rank makes no more calls: the peers hear it rather than wait for one.
   void leave(const std::string& why) { transport_.leave(why); }
+  void passOn(const std::string& news) {
+    broken_.set(news);
+    transport_.passOn(news);
+  }
   Transport& transport() { return transport_; }
   Tracer& tracer() { return tracer_; }
   uint64_t sequence() const { return seq_; }
@@ -87,7 +91,7 @@ class Collectives {
     transport_.validate(task);  // bad input: refused before anything is sent
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
-    call_ = CallContext{collName(task.coll), seq_, transport_.rank(), timeout_,
+    call_ = CallContext{collName(task.coll), seq_, transport_.name(transport_.rank()), timeout_,
                         deadlineAfter(now, timeout_), &tracer_};
     TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
     transport_.begin(call_);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/call.h"
 #include "core/limits.h"
@@ -64,6 +65,7 @@ struct ShmConfig {
   int fifoSlots;        // depth of each FIFO
   size_t slotBytes;     // bytes per FIFO slot: the segment size of the ring
   size_t oneShotBytes;  // largest per-rank payload of the one-shot algorithm
+  std::vector<int> names = {};  // what messages call each rank (between nodes: its world rank)
 };
 
 class ShmLayout {

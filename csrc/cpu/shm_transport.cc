@@ -117,10 +117,11 @@ std::string ShmTransport::peerTrouble() {
     RankControl* peer = layout_.rank(base_, r);
     auto pid = static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire));
     if (pid > 0 && !processAlive(pid)) {
-      return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died";
+      return "rank " + std::to_string(name(r)) + " (pid " + std::to_string(pid) + ") died";
     }
     if (peer->left.value.load(std::memory_order_acquire) != 0) {
-      return "rank " + std::to_string(r) + " closed its communicator without making this call";
+      return "rank " + std::to_string(name(r)) +
+             " closed its communicator without making this call";
     }
   }
   return "";
@@ -146,7 +147,8 @@ std::string ShmTransport::heldUpBy(int peer) const {
     if (next < 0 || next >= config_.size || seen[next]) return "";
     r = next;
   }
-  const std::string held = "rank " + std::to_string(r) + (stopped(r) ? " (stopped)" : "");
+  const std::string held =
+      "rank " + std::to_string(name(r)) + (stopped(r) ? " (stopped)" : "");
   if (r == peer) return stopped(r) ? held : "";
   return held + ", for which the rank this one waits for waits too";
 }
@@ -157,7 +159,7 @@ std::string ShmTransport::ranksBehind(Counter RankControl::*counter, uint64_t se
   int count = 0;
   for (int r = 0; r < config_.size; ++r) {
     if ((layout_.rank(base_, r)->*counter).value.load(std::memory_order_acquire) < seq) {
-      list += (count++ ? ", " : "") + std::to_string(r);
+      list += (count++ ? ", " : "") + std::to_string(name(r));
     }
   }
   return (count == 1 ? "rank " : "ranks ") + list;
@@ -276,10 +278,12 @@ void ShmTransport::readFrom(int peer, uint64_t remote, uint32_t region, void* lo
     }
     int err = readPeer(pid, remote + done, dst + done, len);
     if (err == ESRCH) {
-      call_->fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+      call_->fail("rank " + std::to_string(name(peer)) + " (pid " + std::to_string(pid) +
+                  ") died");
     }
     if (err != 0) {
-      call_->fail("cannot read rank " + std::to_string(peer) + "'s buffer (process_vm_readv: " +
+      call_->fail("cannot read rank " + std::to_string(name(peer)) +
+                  "'s buffer (process_vm_readv: " +
                   std::strerror(err) + ")");
     }
   }

@@ -41,6 +41,7 @@ class ShmTransport {
 
   int rank() const { return rank_; }
   int size() const { return config_.size; }
+  int name(int r) const { return config_.names.empty() ? r : config_.names[r]; }  // in messages
 
   // -- one collective, as core/collectives.h drives it --------------------------------------
   void validate(const Task& task) const;  // a one-shot payload fits its slot
@@ -56,6 +57,7 @@ class ShmTransport {
   void abort(const std::string& message);
   // This rank makes no more calls: peers that wait for one stop (the destructor says it too).
   void leave(const std::string& why);
+  void passOn(const std::string& news) { abort(news); }  // another failure: the abort flag
 
   // -- what the verbs and peer memory use -----------------------------------------------------
   // The ring's FIFOs: this rank fills slots of the next rank's and empties its own. The slot
@@ -81,7 +83,7 @@ class ShmTransport {
   void waitUntil(Ready ready, Blame blame, int peer = -1);
   template <class Ready>
   void waitUntil(Ready ready, int peer) {
-    waitUntil(ready, [peer] { return "rank " + std::to_string(peer); }, peer);
+    waitUntil(ready, [this, peer] { return "rank " + std::to_string(name(peer)); }, peer);
   }
   // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
   void notify(int r);

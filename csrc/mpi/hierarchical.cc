@@ -1,6 +1,32 @@
 #include "mpi/hierarchical.h"
 
+#include <cstring>
+
 namespace dpcore {
+namespace {
+
+// "dpcore all_reduce #3 on rank 0: inside the node: dpcore reduce_scatter #5 on rank 0: rank 1
+// (pid 7) died" -> "rank 1 (pid 7) died": what a failure is, without where it passed.
+std::string rootCause(std::string what) {
+  for (bool stripped = true; stripped;) {
+    stripped = false;
+    for (const char* lead : {"inside the node: ", "between the nodes: ", "aborted: "}) {
+      if (what.rfind(lead, 0) == 0) {
+        what.erase(0, std::strlen(lead));
+        stripped = true;
+      }
+    }
+    const size_t on = what.find(" on rank ");
+    const size_t colon = what.find(": ", on == std::string::npos ? 0 : on);
+    if (what.rfind("dpcore ", 0) == 0 && on != std::string::npos && colon != std::string::npos) {
+      what.erase(0, colon + 2);
+      stripped = true;
+    }
+  }
+  return what;
+}
+
+}  // namespace
 
 Hierarchical::Hierarchical(double timeout, const std::string& name, bool create, int localRank,
                            const ShmConfig& node, MpiEndpoint world,
@@ -26,6 +52,13 @@ void Hierarchical::leave(const std::string& why) {
   if (cross_) cross_->leave(why);
 }
 
+void Hierarchical::passOn(const std::string& news) {
+  broken_.set(news);
+  world_.passOn(news);
+  node_.passOn(news);
+  if (cross_) cross_->passOn(news);
+}
+
 std::vector<CollHeader> Hierarchical::run(const Task& task) {
   broken_.check();
   if (!cross_ || task.coll != Coll::kAllReduce) return world_.run(task);
@@ -33,11 +66,12 @@ std::vector<CollHeader> Hierarchical::run(const Task& task) {
   try {
     allReduce(task);
   } catch (const std::exception& e) {
-    // The failed step told its own peers; the ranks waiting in the other steps hear it too.
+    // The failed step told its own peers; the ranks waiting in the other steps hear it too,
+    // naming where it began.
     broken_.set(e.what());
     node_.transport().abort(e.what());
-    world_.leave(std::string("failed: ") + e.what());
-    cross_->leave(std::string("failed: ") + e.what());
+    world_.transport().passOn(rootCause(e.what()));
+    cross_->transport().passOn(rootCause(e.what()));
     throw;
   }
   return headers;

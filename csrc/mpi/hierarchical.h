@@ -45,6 +45,7 @@ class Hierarchical {
   Tracer& tracer() { return world_.tracer(); }
   void setTimeout(double seconds);
   void leave(const std::string& why);
+  void passOn(const std::string& news);
 
   ShmTransport& node() { return node_.transport(); }
   bool hierarchical() const { return cross_ != nullptr; }

@@ -27,6 +27,7 @@ class MpiLink {
   MpiLink& operator=(const MpiLink&) = delete;
 
   int rank() const { return e_.rank; }
+  int name(int r) const { return e_.names[r]; }
   int size() const { return e_.size; }
   void begin(const CallContext& call) { call_ = &call; }
   PeerWatch& watch() { return watch_; }

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -67,6 +68,18 @@ void PeerWatch::sayGoodbye(uint64_t lastDone, const std::string& reason,
   send(g);
 }
 
+void PeerWatch::passOn(const std::string& news) {
+  if (newsOf_ >= 0) return;  // this link's own news came first
+  int origin = -1, length = 0;
+  if (std::sscanf(news.c_str(), "rank %d %n", &origin, &length) == 1 && length > 0) {
+    newsOf_ = origin;
+    news_ = news.substr(length);
+  } else {
+    newsOf_ = e_.names[e_.rank];
+    news_ = "failed: " + news;
+  }
+}
+
 void PeerWatch::send(const Goodbye& g) {
   for (int p = 0; p < e_.size; ++p) {
     if (p == e_.rank) continue;
@@ -74,6 +87,16 @@ void PeerWatch::send(const Goodbye& g) {
     if (e_.api->isend(&g, sizeof(Goodbye), e_.byteType, e_.names[p], kGoodbyeTag, e_.comm,
                       &request) == 0) {
       inbox_->sends.push_back(request);
+    }
+  }
+  // MPI may move a message only while it is polled, and a rank that fails often exits at once:
+  // push the goodbyes out first (a small message completes as soon as it is sent).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (bool done = false; !done && std::chrono::steady_clock::now() < until;) {
+    done = true;
+    for (MpiApi::Handle& r : inbox_->sends) {
+      bool sent = false;
+      done = e_.api->test(&r, &sent) == 0 && sent && done;
     }
   }
 }

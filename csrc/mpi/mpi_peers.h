@@ -45,6 +45,8 @@ class PeerWatch {
   void sayGoodbye(uint64_t lastDone, const std::string& reason,
                   const std::vector<int>& waitedFor = {});
   bool saidGoodbye() const { return said_; }
+  // The next goodbye passes on `news` ("rank 3 (pid 7) died") rather than its own reason.
+  void passOn(const std::string& news);
   // Why a call numbered seq cannot complete: a peer on this host died, or left before seq. ""
   // while no trouble is known.
   std::string trouble(uint64_t seq);

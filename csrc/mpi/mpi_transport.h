@@ -39,6 +39,7 @@ class MpiTransport {
   MpiTransport& operator=(const MpiTransport&) = delete;
 
   int rank() const { return link_.rank(); }
+  int name(int r) const { return link_.name(r); }
   int size() const { return link_.size(); }
 
   void validate(const Task&) const {}
@@ -63,6 +64,12 @@ class MpiTransport {
   void leave(const std::string& why) {
     const uint64_t last = call_ ? call_->seq : 0;
     link_.watch().sayGoodbye(last, why + " after its call #" + std::to_string(last));
+  }
+  // This rank failed elsewhere (between nodes: inside its node) because of `news`, "rank 3
+  // (pid 7) died": the peers hear that, as it is, and that this rank makes no more calls.
+  void passOn(const std::string& news) {
+    link_.watch().passOn(news);
+    leave("");
   }
 
  private:

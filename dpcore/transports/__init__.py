@@ -75,7 +75,7 @@ def _hierarchical(boot, world, nodes, node, settings, timeout):
                             one_shot: _C.HierarchicalBackend(
                                 name, create, node.rank, size, slots, slot_bytes, one_shot,
                                 timeout, endpoint(world, range(boot.size), boot.pids),
-                                cross_endpoint, *mpi_slots, threaded()))
+                                cross_endpoint, *mpi_slots, threaded(), node.ranks))
     return Connection(backend, comms=comms)
 
 
