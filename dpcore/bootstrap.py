@@ -294,13 +294,21 @@ class Bootstrap:
 
     def _look(self, what, waiting):
         # a peer's failure first: one that failed and then exited says why, its pid cannot
+        self._take_news(what)
+        dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
+        if dead:
+            # what a rank said just before it exited may still be on its way
+            until = time.monotonic() + 0.05
+            while time.monotonic() < until:
+                self._take_news(what)
+                time.sleep(1e-3)
+            self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
+
+    def _take_news(self, what):
         self._heard += self._take(None, _ABORT_TAG if self._own_comm else _HELLO_ABORT_TAG)
         for done, why in self._heard:
             if done < self._step:  # it left before this step
                 self._raise(why, what)
-        dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
-        if dead:
-            self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
 
     def _raise(self, why, what):
         """CommError "dpcore init on rank 0: rank 1 (pid 7) died (exchange hosts and pids)",

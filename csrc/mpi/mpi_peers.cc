@@ -124,6 +124,27 @@ std::string PeerWatch::stateOf(int peer) const {
 
 std::string PeerWatch::trouble(uint64_t seq) {
   // A goodbye first: a rank that failed and then exited says why, which its pid cannot.
+  std::string news = goodbyeNews(seq);
+  if (!news.empty()) return news;
+  for (int p = 0; p < e_.size; ++p) {
+    if (p != e_.rank && stateOf(p) == "gone") {
+      // what it said just before it exited may still be on its way
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (news.empty() && std::chrono::steady_clock::now() < until) {
+        timespec nap{0, 1000 * 1000};
+        nanosleep(&nap, nullptr);
+        news = goodbyeNews(seq);
+      }
+      if (!news.empty()) return news;
+      newsOf_ = e_.names[p];
+      news_ = "(pid " + std::to_string(e_.pids[p]) + ") died";
+      return "rank " + std::to_string(newsOf_) + " " + news_;
+    }
+  }
+  return "";
+}
+
+std::string PeerWatch::goodbyeNews(uint64_t seq) {
   poll();
   for (int p = 0; p < e_.size; ++p) {
     const Goodbye& g = inbox_->received[p];
@@ -131,13 +152,6 @@ std::string PeerWatch::trouble(uint64_t seq) {
     if (p != e_.rank && inbox_->arrived[p] && seq > g.lastDone && !g.timedOut) {
       newsOf_ = g.origin;
       news_ = g.reason;
-      return "rank " + std::to_string(newsOf_) + " " + news_;
-    }
-  }
-  for (int p = 0; p < e_.size; ++p) {
-    if (p != e_.rank && stateOf(p) == "gone") {
-      newsOf_ = e_.names[p];
-      news_ = "(pid " + std::to_string(e_.pids[p]) + ") died";
       return "rank " + std::to_string(newsOf_) + " " + news_;
     }
   }

@@ -57,6 +57,7 @@ class PeerWatch {
 
  private:
   void poll();  // takes the goodbyes that have come
+  std::string goodbyeNews(uint64_t seq);  // trouble() from a goodbye alone
   void send(const Goodbye& g);  // to every peer
   std::string stateOf(int peer) const;  // "stopped", "gone" or "" (not on this host)
 
