@@ -19,6 +19,7 @@ import time
 
 from . import _C
 from .mpi_comms import made
+from .shared_memory import unlink_made_by
 
 # On the caller's communicator, under tags its own messages are unlikely to use: the pids, and
 # a rank's failure before dpcore's duplicate exists, marked with how many communicators this
@@ -302,6 +303,8 @@ class Bootstrap:
             while time.monotonic() < until:
                 self._take_news(what)
                 time.sleep(1e-3)
+            for r in dead:
+                unlink_made_by(self.pids[r])
             self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
 
     def _take_news(self, what):

@@ -11,6 +11,7 @@ instead of leaving the peers waiting for it, and a rank that dies is noticed by 
 import itertools
 import os
 import secrets
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,13 @@ def unlink(names):
             os.unlink("/dev/shm" + name)
         except FileNotFoundError:
             pass
+
+
+def unlink_made_by(pid):
+    """Removes the segments process `pid` of this host made (their names begin with its pid,
+    fresh_name): once it is dead, no rank may map them any more, and nobody else knows them
+    all (a peer that failed before the names reached it)."""
+    unlink("/" + p.name for p in Path("/dev/shm").glob(f"dpcore-{pid}-*"))
 
 
 def map_everywhere(node, name, attach):
