@@ -76,3 +76,22 @@ def test_mpi_table_drives_the_bench():
              if re.match(r"\s*\d+[KM]?\s+(one_shot|ring|direct)\s", line)]
     assert [r[0] for r in table] == ["1K", "4K"], output
     assert all(all_positive(float(f) for f in r[2:]) for r in table), output
+
+
+@pytest.mark.parametrize("args, sizes", [
+    (["all_reduce", "-b", "8", "-e", "1K"], [8, 32, 128, 512]),
+    (["all_gather", "-b", "1K", "-e", "64K", "-f", "64", "--skew-us", "20"], [1024, 65536])])
+def test_plain_loop(args, sizes):
+    _, output = run_script(BENCHMARKS / "plain_loop.py", 2, *args, "--iters", "10", "--runs", "2")
+    # size, dpcore's us, MPI's, their ratio, the ratios' range, the two cpu columns, and what
+    # auto ran in each run: the 3 warm-up calls and the 10 timed ones
+    table = re.findall(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)-(\S+)\s+(\S+)\s+(\S+)\s+(.+)$",
+                       output, re.MULTILINE)
+    assert [int(r[0]) for r in table] == sizes, output
+    for row in table:
+        assert all_positive(float(f) for f in row[1:8]), output
+        runs = row[8].split("; ")
+        assert len(runs) == 2, output
+        for ran in runs:
+            counts = re.findall(r"(one_shot|ring|direct) (\d+)", ran)
+            assert sum(int(k) for _, k in counts) == 13, output
