@@ -23,6 +23,7 @@ class Settings:
     one_shot_bytes: int = 256 << 10      # DPCORE_ONE_SHOT_BYTES: one_shot's slot per rank
     one_shot_max: Optional[int] = None   # DPCORE_ONE_SHOT_MAX: auto's one_shot limit, forced
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
+    spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
 
 
 def load(environ=None):
@@ -47,7 +48,25 @@ def load(environ=None):
         one_shot_bytes=get("ONE_SHOT_BYTES", int, default.one_shot_bytes),
         one_shot_max=get("ONE_SHOT_MAX", int, default.one_shot_max),
         explain_auto=get("EXPLAIN_AUTO", lambda v: v not in ("", "0"), default.explain_auto),
+        spin_us=get("SPIN_US", _spin_us, default.spin_us),
     )
+
+
+# A bound that keeps the C++ side's nanoseconds in range; polling a whole second is already a core
+# burnt for nothing.
+MAX_SPIN_US = 1e6
+
+
+def _spin_us(text):
+    """DPCORE_SPIN_US: microseconds a waiting rank polls before it sleeps, 0 to MAX_SPIN_US."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= MAX_SPIN_US:
+        raise ValueError(f"DPCORE_SPIN_US={text!r}: expected microseconds from 0 to "
+                         f"{MAX_SPIN_US:.0f}")
+    return value
 
 
 # (slots, bytes per slot) of the ring where DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES are not set

@@ -42,10 +42,11 @@ uint32_t alignFor(const Task& task) {
 }  // namespace
 
 ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
-                           const ShmConfig& config)
+                           const ShmConfig& config, double spinUs)
     : rank_(rank), config_(config), layout_(config),
       segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
       base_(segment_->data()), oversubscribed_(config.size > usableCpus()),
+      spin_(static_cast<int64_t>(spinUs * 1e3)),
       lastPeerCheck_(std::chrono::steady_clock::now()) {
   RankControl* mine = layout_.rank(base_, rank_);
   mine->pid.value.store(static_cast<uint64_t>(getpid()), std::memory_order_release);

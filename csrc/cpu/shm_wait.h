@@ -1,11 +1,13 @@
-// How a rank of the shared-memory transport waits for a peer: spin briefly (a peer on another
-// core answers within microseconds), then sleep on this rank's doorbell futex until a peer posts
-// (Doorbell, shm_layout.h). Sleeping, not yielding: a yield hands the core to whatever else is
-// runnable for a whole time slice, such as the backward pass on the thread that queued an async
-// all-reduce. Only where the ranks outnumber the cores does a rank yield first, after a shorter
-// spin: there the peer it waits for is likely waiting for its core, and a yield hands it over
-// without the two system calls of a sleep and a wake. (The measurements behind both choices:
-// benchmarks/results/2026-12-01-structure.md, "Numbers the comments used to quote".)
+// How a rank of the shared-memory transport waits for a peer. While the ranks do not outnumber
+// the cores, it polls for a time (spin_, DPCORE_SPIN_US), since a peer that arrives within
+// that time finds it awake and a futex wake costs more than a peer's usual lateness, then sleeps
+// on this rank's doorbell futex until a peer posts (Doorbell, shm_layout.h). Sleeping, not
+// yielding: a yield hands the core to whatever else is runnable for a whole time slice, such as
+// the backward pass on the thread that queued an async all-reduce. Only where the ranks
+// outnumber the cores does a rank yield first, after a short spin: there the peer it waits for
+// is likely waiting for its core, and a yield hands it over without the two system calls of a
+// sleep and a wake. (The measurements behind these choices: benchmarks/results/
+// 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-01-users-view.md.)
 // While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
 // becomes a hang.
 #pragma once
@@ -66,6 +68,7 @@ template <class Ready, class Blame>
 void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   const int spins = oversubscribed_ ? 16 : 256;
   constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
+  constexpr int kPollSpins = 64;  // polling: pauses between two looks at the clock
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
   for (int i = 0; i < spins; ++i) {
     if (ready()) return;
@@ -95,6 +98,13 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
     if (call_->expired(now)) call_->fail(call_->timedOut(blame()) + heldUpBy(peer));
     if (oversubscribed_ && now - start < kYieldFor) {
       sched_yield();
+      continue;
+    }
+    if (!oversubscribed_ && now - start < spin_) {
+      for (int i = 0; i < kPollSpins; ++i) {
+        if (ready()) return;
+        cpuRelax();
+      }
       continue;
     }
     const uint32_t seen = bell.count.load(std::memory_order_acquire);
