@@ -46,7 +46,7 @@ ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
     : rank_(rank), config_(config), layout_(config),
       segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
       base_(segment_->data()), oversubscribed_(config.size > usableCpus()),
-      spin_(static_cast<int64_t>(spinUs * 1e3)),
+      spin_(static_cast<int64_t>(spinUs * 1e3)), pollFor_(spin_),
       lastPeerCheck_(std::chrono::steady_clock::now()) {
   RankControl* mine = layout_.rank(base_, rank_);
   mine->pid.value.store(static_cast<uint64_t>(getpid()), std::memory_order_release);
