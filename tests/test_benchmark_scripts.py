@@ -95,3 +95,14 @@ def test_plain_loop(args, sizes):
         for ran in runs:
             counts = re.findall(r"(one_shot|ring|direct) (\d+)", ran)
             assert sum(int(k) for _, k in counts) == 13, output
+
+
+def test_spin_budget():
+    _, output = run_script(BENCHMARKS / "spin_budget.py", 2, "--spin-us", "0,50", "--iters", "10",
+                           "--rounds", "2", "--skew-us", "10", "--busy", "1")
+    # the budget (or MPI), us per call, MPI's time over it, rank 0's CPU us per call
+    table = {m[0]: m[1:] for m in re.findall(r"^\s*(MPI|\d+ us)\s+(\S+)\s+(\S+)\s+(\S+)$", output,
+                                              re.MULTILINE)}
+    assert set(table) == {"MPI", "0 us", "50 us"}, output
+    assert all(all_positive(float(f) for f in row) for row in table.values()), output
+    assert float(table["MPI"][1]) == 1.0, output
