@@ -19,6 +19,9 @@ us (a busy loop; the same random sequence for dpcore and MPI), as the ranks of a
 arrive apart. The cpu columns are rank 0's CPU time per call (every thread of the process),
 which is what its waiting costs: rank 0 arrives first and waits for the late rank.
 
+--alloc: dpcore's buffers come from comm.alloc, which every rank maps, so direct copies from
+the peers' with a plain (streaming) copy instead of the kernel's; MPI keeps ordinary buffers.
+
 Sizes are the whole buffer: all_reduce's input, all_gather's output (nccl-tests' size).
 """
 import argparse
@@ -69,23 +72,32 @@ def loop(call, iters, skew_us, late, seed):
     return wall / iters, (time.process_time() - cpu) / iters
 
 
-def calls(coll, comm, world, nbytes, in_place):
-    """{"dpcore": fn, "MPI": fn} on the same buffers of nbytes (the whole buffer)."""
+def calls(coll, comm, world, nbytes, in_place, alloc):
+    """{"dpcore": fn, "MPI": fn} on buffers of nbytes (the whole buffer): the same ones, or with
+    alloc, dpcore's from comm.alloc and MPI's ordinary ones."""
     n, rank = comm.size, comm.rank
     count = max(nbytes // 4, n if coll == "all_gather" else 1)
-    if coll == "all_reduce":
-        x = np.ones(count, np.float32)
-        y = x if in_place else np.empty_like(x)
-        send = MPI.IN_PLACE if in_place else x
-        return {"dpcore": lambda: comm.all_reduce(x, out=y),
-                "MPI": lambda: world.Allreduce(send, y)}
-    count -= count % n  # MPI's Allgather wants equal shards
-    out = np.ones(count, np.float32)
+    if coll == "all_gather":
+        count -= count % n  # MPI's Allgather wants equal shards
     start, stop = rank * count // n, (rank + 1) * count // n
-    shard = out[start:stop] if in_place else np.ones(stop - start, np.float32)
-    send = MPI.IN_PLACE if in_place else shard
-    return {"dpcore": lambda: comm.all_gather(shard, out=out),
-            "MPI": lambda: world.Allgather(send, out)}
+
+    def shared(k):
+        a = comm.alloc(k, np.float32)  # collective: the same k on every rank
+        a[...] = 1
+        return a
+
+    def buffers(ones):
+        """(send, recv) in this placement, each buffer made by ones(count)."""
+        recv = ones(count)
+        send = recv if in_place else ones(count)
+        return (send, recv) if coll == "all_reduce" else (send[start:stop], recv)
+
+    send, recv = buffers(shared if alloc else lambda k: np.ones(k, np.float32))
+    mpi_send, mpi_recv = buffers(lambda k: np.ones(k, np.float32)) if alloc else (send, recv)
+    mpi_send = MPI.IN_PLACE if in_place else mpi_send
+    ours, theirs = ((comm.all_reduce, world.Allreduce) if coll == "all_reduce" else
+                    (comm.all_gather, world.Allgather))
+    return {"dpcore": lambda: ours(send, out=recv), "MPI": lambda: theirs(mpi_send, mpi_recv)}
 
 
 def main():
@@ -100,6 +112,9 @@ def main():
     p.add_argument("--skew-us", type=float, default=0.0,
                    help="the last rank computes a random 0-SKEW_US us before every call")
     p.add_argument("--in-place", action="store_true", help="default: out of place")
+    p.add_argument("--alloc", action="store_true",
+                   help="dpcore's buffers from comm.alloc, which the peers map (MPI's stay "
+                        "ordinary: it is faster on them)")
     args = p.parse_args()
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()
@@ -114,7 +129,7 @@ def main():
     for run in range(args.runs):
         with dpcore.init() as comm:
             for nbytes in sizes:
-                fns = calls(args.collective, comm, world, nbytes, args.in_place)
+                fns = calls(args.collective, comm, world, nbytes, args.in_place, args.alloc)
                 order = ("dpcore", "MPI") if run % 2 == 0 else ("MPI", "dpcore")
                 iters = iters_for(nbytes, args.iters)
                 before = comm.algorithm_calls()
@@ -129,7 +144,8 @@ def main():
         return
     skew = f", rank {n - 1} late by 0-{args.skew_us:g} us" if args.skew_us > 0 else ""
     print(f"{args.collective}, {n} ranks, float32, "
-          f"{'in place' if args.in_place else 'out of place'}{skew}: a plain loop "
+          f"{'in place' if args.in_place else 'out of place'}"
+          f"{', dpcore on comm.alloc buffers' if args.alloc else ''}{skew}: a plain loop "
           f"({WARMUP} warm-up calls, then up to {args.iters} timed), us per call, medians of "
           f"{args.runs} runs; ratio = MPI / dpcore; cpu = rank 0's CPU us per call")
     print(f"{'size':>10} {'dpcore':>10} {'MPI':>10} {'ratio':>6} {'ratio range':>12} "

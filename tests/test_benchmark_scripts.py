@@ -80,7 +80,8 @@ def test_mpi_table_drives_the_bench():
 
 @pytest.mark.parametrize("args, sizes", [
     (["all_reduce", "-b", "8", "-e", "1K"], [8, 32, 128, 512]),
-    (["all_gather", "-b", "1K", "-e", "64K", "-f", "64", "--skew-us", "20"], [1024, 65536])])
+    (["all_gather", "-b", "1K", "-e", "64K", "-f", "64", "--skew-us", "20"], [1024, 65536]),
+    (["all_reduce", "-b", "64K", "-e", "64K", "--alloc", "--in-place"], [65536])])
 def test_plain_loop(args, sizes):
     _, output = run_script(BENCHMARKS / "plain_loop.py", 2, *args, "--iters", "10", "--runs", "2")
     # size, dpcore's us, MPI's, their ratio, the ratios' range, the two cpu columns, and what
