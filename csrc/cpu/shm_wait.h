@@ -5,12 +5,12 @@
 // (pollFor_): a wait that polling ended doubles it, up to spin_; one that had to sleep halves
 // it, down to kPollFloor. Where the peer cannot run while this rank polls (another process
 // holds the other core), polling only delays the peer until this rank sleeps, so there the
-// time shrinks until polling pays again. Sleeping, not
-// yielding: a yield hands the core to whatever else is runnable for a whole time slice, such as
-// the backward pass on the thread that queued an async all-reduce. Only where the ranks
-// outnumber the cores does a rank yield first, after a short spin: there the peer it waits for
-// is likely waiting for its core, and a yield hands it over without the two system calls of a
-// sleep and a wake. (The measurements behind these choices: benchmarks/results/
+// time shrinks until polling pays again.
+// Sleeping, not yielding: a yield hands the core to whatever else is runnable for a whole time
+// slice, such as the backward pass on the thread that queued an async all-reduce. Only where the
+// ranks outnumber the cores does a rank yield first, after a short spin: there the peer it waits
+// for is likely waiting for its core, and a yield hands it over without the two system calls of
+// a sleep and a wake. (The measurements behind these choices: benchmarks/results/
 // 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-01-users-view.md.)
 // While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
 // becomes a hang.
@@ -73,7 +73,7 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   const int spins = oversubscribed_ ? 16 : 256;
   constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
   constexpr int kPollSpins = 64;  // polling: pauses between two looks at the clock
-  constexpr std::chrono::nanoseconds kPollFloor = std::chrono::microseconds(5);
+  constexpr std::chrono::nanoseconds kPollFloor = std::chrono::microseconds(5);  // pollFor_'s least
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
   for (int i = 0; i < spins; ++i) {
     if (ready()) return;
@@ -91,7 +91,7 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   bool slept = false;
   for (;;) {
     if (ready()) {
-      if (!slept) pollFor_ = std::min(spin_, 2 * pollFor_);
+      if (!slept && !oversubscribed_) pollFor_ = std::min(spin_, 2 * pollFor_);
       return;
     }
     checkAbort();
