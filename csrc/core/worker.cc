@@ -4,6 +4,12 @@
 
 namespace dpcore {
 
+namespace {
+thread_local bool workerThread = false;
+}  // namespace
+
+bool onWorkerThread() { return workerThread; }
+
 void Job::execute() {
   try {
     fn_();
@@ -92,6 +98,7 @@ void Worker::release() {
 }
 
 void Worker::loop() {
+  workerThread = true;
   for (;;) {
     std::shared_ptr<Job> job;
     {

@@ -27,8 +27,8 @@ class ShmTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct can run here
 
-  // spinUs: how long a waiting rank polls before it sleeps, while the ranks do not outnumber
-  // the cores (DPCORE_SPIN_US; shm_wait.h).
+  // spinUs: the longest a blocking call's wait polls before it sleeps, while the ranks do not
+  // outnumber the cores (DPCORE_SPIN_US; shm_wait.h).
   ShmTransport(const std::string& name, bool create, int rank, const ShmConfig& config,
                double spinUs);
   ~ShmTransport();  // tells the peers this rank has left, so none waits for it in vain
@@ -104,7 +104,7 @@ class ShmTransport {
   char* base_;
   bool oversubscribed_;  // more ranks on this node than cores this process may run on
   std::chrono::nanoseconds spin_;     // waitUntil's longest polling before a sleep
-  std::chrono::nanoseconds pollFor_;  // its polling now (shm_wait.h), not oversubscribed
+  std::chrono::nanoseconds pollFor_;  // its polling now (shm_wait.h): blocking calls only
   const CallContext* call_ = nullptr;  // the collective in flight
   uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
   uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO

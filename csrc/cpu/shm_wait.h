@@ -1,7 +1,9 @@
 // How a rank of the shared-memory transport waits for a peer. While the ranks do not outnumber
-// the cores, it polls for a time (up to spin_, DPCORE_SPIN_US), since a peer that arrives within
-// that time finds it awake and a futex wake costs more than a peer's usual lateness, then sleeps
-// on this rank's doorbell futex until a peer posts (Doorbell, shm_layout.h). The time adapts
+// the cores, a blocking call polls for a time (up to spin_, DPCORE_SPIN_US), since a peer that
+// arrives within that time finds it awake and a futex wake costs more than a peer's usual
+// lateness, then sleeps on this rank's doorbell futex until a peer posts (Doorbell,
+// shm_layout.h). An async call (on the worker thread, core/worker.h) does not poll: the thread
+// that queued it computes meanwhile, and polling would take the core from it. The time adapts
 // (pollFor_): a wait that polling ended doubles it, up to spin_; one that had to sleep halves
 // it, down to kPollFloor. Where the peer cannot run while this rank polls (another process
 // holds the other core), polling only delays the peer until this rank sleeps, so there the
@@ -24,6 +26,8 @@
 
 #include <atomic>
 #include <chrono>
+
+#include "core/worker.h"
 
 namespace dpcore {
 
@@ -88,10 +92,11 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
     }
     ~Waiting() { word.store(0, std::memory_order_relaxed); }
   } waiting(layout_.rank(base_, rank_)->waitingFor.value, peer);
+  const bool polls = !oversubscribed_ && !onWorkerThread();
   bool slept = false;
   for (;;) {
     if (ready()) {
-      if (!slept && !oversubscribed_) pollFor_ = std::min(spin_, 2 * pollFor_);
+      if (polls && !slept) pollFor_ = std::min(spin_, 2 * pollFor_);
       return;
     }
     checkAbort();
@@ -109,11 +114,11 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
       sched_yield();
       continue;
     }
-    if (!oversubscribed_ && now - start < pollFor_) {
+    if (polls && now - start < pollFor_) {
       for (int i = 0; i < kPollSpins && !ready(); ++i) cpuRelax();
       continue;
     }
-    if (!slept && !oversubscribed_) pollFor_ = std::max(std::min(spin_, kPollFloor), pollFor_ / 2);
+    if (polls && !slept) pollFor_ = std::max(std::min(spin_, kPollFloor), pollFor_ / 2);
     slept = true;
     const uint32_t seen = bell.count.load(std::memory_order_acquire);
     bell.sleeping.store(1, std::memory_order_relaxed);
