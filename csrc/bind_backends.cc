@@ -141,14 +141,16 @@ void bindBackends(py::module_& m) {
 
   py::class_<ShmBackend, Backend, std::shared_ptr<ShmBackend>>(m, "ShmBackend")
       .def(py::init([](const std::string& name, bool create, int rank, int size, int fifoSlots,
-                       size_t slotBytes, size_t oneShotBytes, bool tune, double timeout) {
+                       size_t slotBytes, size_t oneShotBytes, bool tune, double timeout,
+                       double spinUs) {
              return std::make_shared<ShmBackend>(
                  true, tune, timeout, name, create, rank,
-                 ShmConfig{size, fifoSlots, slotBytes, oneShotBytes});
+                 ShmConfig{size, fifoSlots, slotBytes, oneShotBytes}, spinUs);
            }),
            py::arg("name"), py::arg("create"), py::arg("rank"), py::arg("size"),
            py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
-           py::arg("tune"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>())
+           py::arg("tune"), py::arg("timeout"), py::arg("spin_us"),
+           py::call_guard<py::gil_scoped_release>())
       .def("unlink", [](ShmBackend& b) { b.engine().transport().unlinkSegment(); })
       .def("can_read_peers", [](ShmBackend& b) { return b.engine().transport().canReadPeers(); },
            py::call_guard<py::gil_scoped_release>());
@@ -170,7 +172,7 @@ void bindBackends(py::module_& m) {
       .def(py::init([](const std::string& name, bool create, int localRank, int localSize,
                        int fifoSlots, size_t slotBytes, size_t oneShotBytes, double timeout,
                        py::tuple world, py::object cross, size_t mpiSlots, size_t mpiSlotBytes,
-                       bool threaded, std::vector<int> nodeRanks) {
+                       bool threaded, std::vector<int> nodeRanks, double spinUs) {
              MpiEndpoint all = endpoint(world);
              std::unique_ptr<MpiEndpoint> across;
              if (!cross.is_none()) {
@@ -180,13 +182,14 @@ void bindBackends(py::module_& m) {
              return std::make_shared<HierarchicalBackend>(
                  threaded, timeout, name, create, localRank,
                  ShmConfig{localSize, fifoSlots, slotBytes, oneShotBytes, std::move(nodeRanks)},
-                 std::move(all),
+                 spinUs, std::move(all),
                  std::move(across), mpiSlots, mpiSlotBytes);
            }),
            py::arg("name"), py::arg("create"), py::arg("local_rank"), py::arg("local_size"),
            py::arg("fifo_slots"), py::arg("slot_bytes"), py::arg("one_shot_bytes"),
            py::arg("timeout"), py::arg("endpoint"), py::arg("cross"), py::arg("mpi_slots"),
-           py::arg("mpi_slot_bytes"), py::arg("threaded"), py::arg("node_ranks"))
+           py::arg("mpi_slot_bytes"), py::arg("threaded"), py::arg("node_ranks"),
+           py::arg("spin_us"))
       .def("unlink", [](HierarchicalBackend& b) { b.engine().node().unlinkSegment(); })
       .def_property_readonly("hierarchical",
                              [](HierarchicalBackend& b) { return b.engine().hierarchical(); })

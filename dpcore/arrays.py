@@ -51,16 +51,20 @@ def check_contiguous(a, what):
 
 
 def check_out(out, dtype, size, shape, what="out"):
-    """A NumPy view of the user's `out`, after checking it can take the result."""
-    o, _ = as_numpy(out, what)
+    """A NumPy view of the user's `out`, after checking it can take the result. On the path of
+    every out-of-place call, so each check is made once (a shape that matches has the size)."""
+    o = out if type(out) is np.ndarray else as_numpy(out, what)[0]
     if o.dtype != dtype:
         raise TypeError(f"dpcore: {what} has dtype {o.dtype}, expected {dtype}")
-    if shape is not None and o.shape != shape:
-        raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
-    if size is not None and o.size != size:
+    if shape is not None:
+        if o.shape != shape:
+            raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
+    elif size is not None and o.size != size:
         raise ValueError(f"dpcore: {what} has {o.size} elements, expected {size}")
-    check_contiguous(o, what)
-    if not o.flags.writeable:
+    flags = o.flags
+    if not flags.c_contiguous:
+        check_contiguous(o, what)  # raises
+    if not flags.writeable:
         raise ValueError(f"dpcore: {what} is read-only")
     return o
 

@@ -314,6 +314,8 @@ _live = weakref.WeakSet()
 
 @atexit.register
 def _leave_at_exit():
+    if not _live:  # none made: MPI need not even be importable
+        return
     from mpi4py import MPI
 
     if MPI.Is_finalized():

@@ -23,6 +23,8 @@ TRANSPORTS = ("auto", "shm", "mpi")
 MAX_FIFO_SLOTS = 64
 MAX_SLOT_BYTES = 64 << 20
 MAX_ONE_SHOT_BYTES = 64 << 20
+# keeps the C++ side's nanoseconds in range; polling a whole second is already a core burnt
+MAX_SPIN_US = 1e6
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Settings:
     one_shot_bytes: int = 256 << 10      # DPCORE_ONE_SHOT_BYTES: one_shot's slot per rank
     one_shot_max: Optional[int] = None   # DPCORE_ONE_SHOT_MAX: auto's one_shot limit, forced
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
+    spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
 
 
 def timeout_seconds(value):
@@ -84,6 +87,18 @@ def _seconds(text):
     return value
 
 
+def _microseconds(high):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0 <= value <= high:  # nan too
+            raise ValueError(f"expected microseconds from 0 to {high:.0f}")
+        return value
+    return parse
+
+
 def _one_of(*choices):
     def parse(text):
         if text not in choices:
@@ -110,6 +125,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "one_shot_bytes": ("ONE_SHOT_BYTES", _whole(0, MAX_ONE_SHOT_BYTES, " bytes")),
     "one_shot_max": ("ONE_SHOT_MAX", _whole(0, math.inf, " bytes")),
     "explain_auto": ("EXPLAIN_AUTO", _flag),
+    "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
 }
 
 

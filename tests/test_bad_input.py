@@ -98,19 +98,24 @@ for what, call in [("alloc", lambda: comm.alloc(4)), ("all_reduce", lambda: comm
 name = lambda: fresh_name()[0]
 for slots, slot_bytes in [(8, 0), (8, 3), (8, 12), (1, 4096), (0, 4096)]:
     refused(f"ShmBackend slots={slots} slot_bytes={slot_bytes}", ValueError,
-            lambda: _C.ShmBackend(name(), True, 0, 1, slots, slot_bytes, 4096, True, 10.0),
+            lambda: _C.ShmBackend(name(), True, 0, 1, slots, slot_bytes, 4096, True, 10.0, 100.0),
             "slot")
     refused(f"MpiBackend slots={slots} slot_bytes={slot_bytes}", ValueError,
             lambda: _C.MpiBackend(endpoint(MPI.COMM_SELF, [0], [0]), slots, slot_bytes, 10.0,
                                   False),
             "slot")
 
+for spin_us in (-1.0, float("nan"), 2e6):
+    refused(f"ShmBackend spin_us={spin_us}", ValueError,
+            lambda: _C.ShmBackend(name(), True, 0, 1, 8, 4096, 4096, True, 10.0, spin_us),
+            "spin_us")
+
 # a segment larger than /dev/shm's free space is refused before it is made
 fs = os.statvfs("/dev/shm")
 free = fs.f_bavail * fs.f_frsize
 huge = (free // 2 + (1 << 30)) // 8 * 8
 refused("ShmBackend larger than /dev/shm", RuntimeError,
-        lambda: _C.ShmBackend(name(), True, 0, 1, 2, huge, 4096, True, 10.0), "/dev/shm")
+        lambda: _C.ShmBackend(name(), True, 0, 1, 2, huge, 4096, True, 10.0, 100.0), "/dev/shm")
 refused("SharedBuffer larger than /dev/shm", RuntimeError,
         lambda: _C.SharedBuffer(1, 0, free + (1 << 30)).create(name()), "/dev/shm")
 print("one rank ok")

@@ -76,3 +76,34 @@ def test_mpi_table_drives_the_bench():
              if re.match(r"\s*\d+[KM]?\s+(one_shot|ring|direct)\s", line)]
     assert [r[0] for r in table] == ["1K", "4K"], output
     assert all(all_positive(float(f) for f in r[2:]) for r in table), output
+
+
+@pytest.mark.parametrize("args, sizes", [
+    (["all_reduce", "-b", "8", "-e", "1K"], [8, 32, 128, 512]),
+    (["all_gather", "-b", "1K", "-e", "64K", "-f", "64", "--skew-us", "20"], [1024, 65536]),
+    (["all_reduce", "-b", "64K", "-e", "64K", "--alloc", "--in-place"], [65536])])
+def test_plain_loop(args, sizes):
+    _, output = run_script(BENCHMARKS / "plain_loop.py", 2, *args, "--iters", "10", "--runs", "2")
+    # size, dpcore's us, MPI's, their ratio, the ratios' range, the two cpu columns, and what
+    # auto ran in each run: the 3 warm-up calls and the 10 timed ones
+    table = re.findall(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)-(\S+)\s+(\S+)\s+(\S+)\s+(.+)$",
+                       output, re.MULTILINE)
+    assert [int(r[0]) for r in table] == sizes, output
+    for row in table:
+        assert all_positive(float(f) for f in row[1:8]), output
+        runs = row[8].split("; ")
+        assert len(runs) == 2, output
+        for ran in runs:
+            counts = re.findall(r"(one_shot|ring|direct) (\d+)", ran)
+            assert sum(int(k) for _, k in counts) == 13, output
+
+
+def test_spin_budget():
+    _, output = run_script(BENCHMARKS / "spin_budget.py", 2, "--spin-us", "0,50", "--iters", "10",
+                           "--rounds", "2", "--skew-us", "10", "--busy", "1")
+    # the budget (or MPI), us per call, MPI's time over it, rank 0's CPU us per call
+    table = {m[0]: m[1:] for m in re.findall(r"^\s*(MPI|\d+ us)\s+(\S+)\s+(\S+)\s+(\S+)$", output,
+                                              re.MULTILINE)}
+    assert set(table) == {"MPI", "0 us", "50 us"}, output
+    assert all(all_positive(float(f) for f in row) for row in table.values()), output
+    assert float(table["MPI"][1]) == 1.0, output

@@ -6,6 +6,12 @@
 
 namespace dpcore {
 
+namespace {
+thread_local bool workerThread = false;
+}  // namespace
+
+bool onWorkerThread() { return workerThread; }
+
 void Job::execute() {
   try {
     fn_();
@@ -94,6 +100,7 @@ void Worker::release() {
 }
 
 void Worker::loop() {
+  workerThread = true;
   for (;;) {
     std::shared_ptr<Job> job;
     {

@@ -31,6 +31,10 @@ class Job {
   std::exception_ptr error_;
 };
 
+// Whether this thread is a Worker's background thread, which runs async calls while the thread
+// that queued them computes: a wait there should leave the core to that computation.
+bool onWorkerThread();
+
 class Worker {
  public:
   // threaded=false runs async calls at once on the caller's thread: for an MPI that may be

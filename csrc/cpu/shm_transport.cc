@@ -1,7 +1,6 @@
 #include "cpu/shm_transport.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +29,15 @@ int usableCpus() {
 constexpr uint64_t kProbeValue = 0x6470636f72650a01ull;  // "dpcore" and a version
 const volatile uint64_t probeWord = kProbeValue;
 
+// DPCORE_SPIN_US as the polling time; dpcore/settings.py bounds it alike (MAX_SPIN_US).
+std::chrono::nanoseconds spinTime(double us) {
+  if (!(us >= 0 && us <= 1e6)) {
+    throw std::invalid_argument("dpcore: spin_us must be 0 to 1000000 microseconds, not " +
+                                std::to_string(us));
+  }
+  return std::chrono::nanoseconds(static_cast<int64_t>(us * 1e3));
+}
+
 // The offset this rank's slot data takes (ShmLayout::kAlignSpan): that of the user buffer the
 // slot is copied from (one-shot publishes the input) or mostly copied into (the ring, which
 // kAuto may run; direct uses no slots).
@@ -42,10 +50,11 @@ uint32_t alignFor(const Task& task) {
 }  // namespace
 
 ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
-                           const ShmConfig& config)
+                           const ShmConfig& config, double spinUs)
     : rank_(rank), config_(config), layout_(config),
       segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
       base_(segment_->data()), oversubscribed_(config.size > usableCpus()),
+      spin_(spinTime(spinUs)), pollFor_(spin_),
       lastPeerCheck_(std::chrono::steady_clock::now()) {
   RankControl* mine = layout_.rank(base_, rank_);
   mine->pid.value.store(static_cast<uint64_t>(getpid()), std::memory_order_release);

@@ -27,7 +27,10 @@ class ShmTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct can run here
 
-  ShmTransport(const std::string& name, bool create, int rank, const ShmConfig& config);
+  // spinUs: the longest a blocking call's wait polls before it sleeps, while the ranks do not
+  // outnumber the cores (DPCORE_SPIN_US; shm_wait.h).
+  ShmTransport(const std::string& name, bool create, int rank, const ShmConfig& config,
+               double spinUs);
   ~ShmTransport();  // tells the peers this rank has left, so none waits for it in vain
   ShmTransport(const ShmTransport&) = delete;
   ShmTransport& operator=(const ShmTransport&) = delete;
@@ -76,7 +79,7 @@ class ShmTransport {
   char* ringScratch();          // a slot's worth of local memory: the ring's partial sums
   char* directScratch(int i);   // direct's two cache-sized pieces (i = 0, 1)
 
-  // Waiting (shm_wait.h): spin, then sleep on this rank's doorbell, watching the deadline, the
+  // Waiting (shm_wait.h): poll, then sleep on this rank's doorbell, watching the deadline, the
   // abort flag and the peers' liveness; blame() names what a timeout waited for ("rank 1"),
   // and peer is the one rank waited for, if one.
   template <class Ready, class Blame>
@@ -102,6 +105,8 @@ class ShmTransport {
   std::unique_ptr<ShmSegment> segment_;
   char* base_;
   bool oversubscribed_;  // more ranks on this node than cores this process may run on
+  std::chrono::nanoseconds spin_;     // waitUntil's longest polling before a sleep
+  std::chrono::nanoseconds pollFor_;  // its polling now (shm_wait.h): blocking calls only
   const CallContext* call_ = nullptr;  // the collective in flight
   uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
   uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO

@@ -1,11 +1,19 @@
-// How a rank of the shared-memory transport waits for a peer: spin briefly (a peer on another
-// core answers within microseconds), then sleep on this rank's doorbell futex until a peer posts
-// (Doorbell, shm_layout.h). Sleeping, not yielding: a yield hands the core to whatever else is
-// runnable for a whole time slice, such as the backward pass on the thread that queued an async
-// all-reduce. Only where the ranks outnumber the cores does a rank yield first, after a shorter
-// spin: there the peer it waits for is likely waiting for its core, and a yield hands it over
-// without the two system calls of a sleep and a wake. (The measurements behind both choices:
-// benchmarks/results/2026-12-01-structure.md, "Numbers the comments used to quote".)
+// How a rank of the shared-memory transport waits for a peer. While the ranks do not outnumber
+// the cores, a blocking call polls for a time (up to spin_, DPCORE_SPIN_US), since a peer that
+// arrives within that time finds it awake and a futex wake costs more than a peer's usual
+// lateness, then sleeps on this rank's doorbell futex until a peer posts (Doorbell,
+// shm_layout.h). An async call (on the worker thread, core/worker.h) does not poll: the thread
+// that queued it computes meanwhile, and polling would take the core from it. The time adapts
+// (pollFor_): a wait that polling ended doubles it, up to spin_; one that had to sleep halves
+// it, down to kPollFloor. Where the peer cannot run while this rank polls (another process
+// holds the other core), polling only delays the peer until this rank sleeps, so there the
+// time shrinks until polling pays again.
+// Sleeping, not yielding: a yield hands the core to whatever else is runnable for a whole time
+// slice, such as the backward pass on the thread that queued an async all-reduce. Only where the
+// ranks outnumber the cores does a rank yield first, after a short spin: there the peer it waits
+// for is likely waiting for its core, and a yield hands it over without the two system calls of
+// a sleep and a wake. (The measurements behind these choices: benchmarks/results/
+// 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-01-users-view.md.)
 // While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
 // becomes a hang.
 #pragma once
@@ -18,6 +26,8 @@
 
 #include <atomic>
 #include <chrono>
+
+#include "core/worker.h"
 
 namespace dpcore {
 
@@ -66,6 +76,8 @@ template <class Ready, class Blame>
 void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   const int spins = oversubscribed_ ? 16 : 256;
   constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
+  constexpr int kPollSpins = 64;  // polling: pauses between two looks at the clock
+  constexpr std::chrono::nanoseconds kPollFloor = std::chrono::microseconds(5);  // pollFor_'s least
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
   for (int i = 0; i < spins; ++i) {
     if (ready()) return;
@@ -80,8 +92,13 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
     }
     ~Waiting() { word.store(0, std::memory_order_relaxed); }
   } waiting(layout_.rank(base_, rank_)->waitingFor.value, peer);
+  const bool polls = !oversubscribed_ && !onWorkerThread();
+  bool slept = false;
   for (;;) {
-    if (ready()) return;
+    if (ready()) {
+      if (polls && !slept) pollFor_ = std::min(spin_, 2 * pollFor_);
+      return;
+    }
     checkAbort();
     const auto now = std::chrono::steady_clock::now();
     if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) {
@@ -100,6 +117,12 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
       sched_yield();
       continue;
     }
+    if (polls && now - start < pollFor_) {
+      for (int i = 0; i < kPollSpins && !ready(); ++i) cpuRelax();
+      continue;
+    }
+    if (polls && !slept) pollFor_ = std::max(std::min(spin_, kPollFloor), pollFor_ / 2);
+    slept = true;
     const uint32_t seen = bell.count.load(std::memory_order_acquire);
     bell.sleeping.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);

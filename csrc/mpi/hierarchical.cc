@@ -29,11 +29,11 @@ std::string rootCause(std::string what) {
 }  // namespace
 
 Hierarchical::Hierarchical(double timeout, const std::string& name, bool create, int localRank,
-                           const ShmConfig& node, MpiEndpoint world,
+                           const ShmConfig& node, double spinUs, MpiEndpoint world,
                            std::unique_ptr<MpiEndpoint> cross, size_t mpiSlots,
                            size_t mpiSegmentBytes)
     : world_(true, timeout, std::move(world), mpiSlots, mpiSegmentBytes),
-      node_(true, timeout, name, create, localRank, node), nodeSize_(node.size) {
+      node_(true, timeout, name, create, localRank, node, spinUs), nodeSize_(node.size) {
   if (cross) {
     cross_ = std::make_unique<Collectives<MpiTransport>>(true, timeout, *cross, mpiSlots,
                                                          mpiSegmentBytes);

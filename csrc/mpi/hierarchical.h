@@ -28,12 +28,12 @@ namespace dpcore {
 
 class Hierarchical {
  public:
-  // The node's segment as ShmTransport takes it; world and cross as MpiTransport takes them
-  // (cross: the communicator of this rank's local rank across the nodes, or null where the path
-  // is flat: nodes differ in size, one rank per node, one node).
+  // The node's segment (and spinUs) as ShmTransport takes them; world and cross as MpiTransport
+  // takes them (cross: the communicator of this rank's local rank across the nodes, or null
+  // where the path is flat: nodes differ in size, one rank per node, one node).
   Hierarchical(double timeout, const std::string& name, bool create, int localRank,
-               const ShmConfig& node, MpiEndpoint world, std::unique_ptr<MpiEndpoint> cross,
-               size_t mpiSlots, size_t mpiSegmentBytes);
+               const ShmConfig& node, double spinUs, MpiEndpoint world,
+               std::unique_ptr<MpiEndpoint> cross, size_t mpiSlots, size_t mpiSegmentBytes);
 
   std::vector<CollHeader> run(const Task& task);
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {

@@ -45,7 +45,8 @@ def connect(transport, boot, nodes, settings, timeout):
     if transport == "shm":
         shm = _node_segment(node, settings, lambda name, create, size, slots, slot_bytes,
                             one_shot: _C.ShmBackend(name, create, node.rank, size, slots,
-                                                    slot_bytes, one_shot, settings.tune, timeout))
+                                                    slot_bytes, one_shot, settings.tune, timeout,
+                                                    settings.spin_us))
         return Connection(shm, direct=all(node.allgather(shm.can_read_peers(),
                                                          "init: can the ranks read each other")))
     # Each MPI link gets a communicator of its own, so no message can meet another's receive.
@@ -75,7 +76,8 @@ def _hierarchical(boot, world, nodes, node, settings, timeout):
                             one_shot: _C.HierarchicalBackend(
                                 name, create, node.rank, size, slots, slot_bytes, one_shot,
                                 timeout, endpoint(world, range(boot.size), boot.pids),
-                                cross_endpoint, *mpi_slots, threaded(), node.ranks))
+                                cross_endpoint, *mpi_slots, threaded(), node.ranks,
+                                settings.spin_us))
     return Connection(backend, comms=comms)
 
 

@@ -1,7 +1,8 @@
 """The ring and the direct algorithm give the same bits, so algo="auto" may pick either call by
 call: on random (inexact) floating-point data, where any other order of the additions would
 round differently, for every floating dtype and op, all_reduce and reduce_scatter. Also: auto
-runs both (its tuner tries each arm first) and stays correct while it switches.
+runs both (its tuner starts on the ring below 64 MiB and tries direct after 5 calls, for 2
+calls at least) and stays correct while it switches.
 
 Usage: mpiexec -n K python -m mpi4py same_bits.py   (needs comm.direct)
 """
@@ -27,14 +28,15 @@ for dtype in floats:
             check.equal(comm.reduce_scatter(x, op=op, algo="direct"),
                         comm.reduce_scatter(x, op=op, algo="ring"), f"reduce_scatter {label}")
 
-# auto, past one_shot's sizes: the tuner's runs of each arm, every result equal to the ring's
+# auto, past one_shot's sizes: the tuner's first run and its trial, every result equal to the
+# ring's
 x = rng.uniform(0.5, 1.5, 1 << 20).astype(np.float32)
 want = comm.all_reduce(x, algo="ring")
 before = comm.algorithm_calls()
 for i in range(12):
     check.equal(comm.all_reduce(x), want, f"auto all_reduce, call {i}")
 ran = {a: k - before.get(a, 0) for a, k in comm.algorithm_calls().items()}
-check.true(ran.get("ring", 0) >= 4 and ran.get("direct", 0) >= 4, f"auto ran {ran}")
+check.true(ran.get("ring", 0) >= 5 and ran.get("direct", 0) >= 2, f"auto ran {ran}")
 
 comm.close()
 check.finish()
