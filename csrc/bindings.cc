@@ -139,6 +139,23 @@ PYBIND11_MODULE(_C, m) {
       }, "Where C-contiguous b starts, in bytes from a's start, if their memory overlaps; else "
          "None");
 
+  // The common out-of-place (or in-place) call's checks in one step, for the Python path of
+  // every small call: out takes x's result as it is (same dtype and shape, both C-contiguous,
+  // out writable) and is either x's very memory or apart from it. False sends the caller to
+  // dpcore/arrays.py's checks, which say what is wrong (or accept what this does not know).
+  m.def("fits_out", [](const py::array& x, const py::array& out) {
+        constexpr int kC = py::array::c_style;
+        if (!(x.flags() & kC) || !(out.flags() & kC) || !out.writeable()) return false;
+        if (!x.dtype().is(out.dtype()) || x.ndim() != out.ndim()) return false;
+        for (py::ssize_t d = 0; d < x.ndim(); ++d) {
+          if (x.shape(d) != out.shape(d)) return false;
+        }
+        const auto xt = reinterpret_cast<uintptr_t>(x.data());
+        const auto ot = reinterpret_cast<uintptr_t>(out.data());
+        const auto bytes = static_cast<uintptr_t>(x.nbytes());
+        return xt == ot || xt + bytes <= ot || ot + bytes <= xt || bytes == 0;
+      }, "Whether out can take the elementwise result of x as it is (see dpcore/comm.py)");
+
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;
   m.attr("FIXED_DIRECT_MIN") = Tuner::kFixedDirectMin;

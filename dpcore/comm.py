@@ -31,6 +31,10 @@ ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "dir
 # timed faster (csrc/core/tuner.h), or, with DPCORE_TUNE=0, picks by fixed thresholds.
 _DIRECT_COLLECTIVES = ("all_gather", "broadcast", "all_reduce", "reduce_scatter")
 
+# (dtype, op) of every reduction dpcore runs: (dtype code, op code)
+_REDUCTIONS = {(dt, op): (code, opc) for dt, code in DTYPES.items() for op, opc in OPS.items()
+               if opc != AVG or code in FLOATING}
+
 # What a barrier passes for its (unused) buffers.
 _EMPTY = np.empty(0, np.uint8)
 _EMPTY.flags.writeable = False
@@ -115,6 +119,11 @@ class Communicator:
 
     def all_reduce(self, x, op="sum", out=None, algo="auto", async_op=False):
         a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
+        codes = _REDUCTIONS.get((a.dtype, op))
+        if codes is not None and type(out) is np.ndarray and _C.fits_out(a, out):
+            # the call of a user's loop, checked in one step: it is all of a small call's cost
+            return self._launch(ALL_REDUCE, *codes, 0, self._algo(algo, a.nbytes), a, out,
+                                a.size, a.size, out, async_op)
         dtype, opc = self._check_reduction(a, op)
         if out is None:
             out_a = np.empty_like(a)
@@ -189,17 +198,15 @@ class Communicator:
 
     @staticmethod
     def _check_reduction(a, op):
-        dtype = DTYPES.get(a.dtype)
-        if dtype is None:
+        codes = _REDUCTIONS.get((a.dtype, op))  # one lookup on the path of every call
+        if codes is None:
             dtype_code(a.dtype)  # raises the full message
+            if op not in OPS:
+                raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")
+            raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {a.dtype}")
         if not a.flags.c_contiguous:
             check_contiguous(a, "x")
-        opc = OPS.get(op)
-        if opc is None:
-            raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")
-        if opc == AVG and dtype not in FLOATING:
-            raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {a.dtype}")
-        return dtype, opc
+        return codes
 
     def _algo(self, algo, nbytes, coll="all_reduce"):
         """The algorithm code to run: algo "auto" resolved as far as this rank decides it."""

@@ -107,6 +107,7 @@ class ShmTransport {
   bool oversubscribed_;  // more ranks on this node than cores this process may run on
   std::chrono::nanoseconds spin_;     // waitUntil's longest polling before a sleep
   std::chrono::nanoseconds pollFor_;  // its polling now (shm_wait.h): blocking calls only
+  uint32_t polledWaits_ = 0;          // waits that polled: every kProbeEvery-th polls spin_
   const CallContext* call_ = nullptr;  // the collective in flight
   uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
   uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO

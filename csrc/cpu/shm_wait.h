@@ -7,13 +7,21 @@
 // (pollFor_): a wait that polling ended doubles it, up to spin_; one that had to sleep halves
 // it, down to kPollFloor. Where the peer cannot run while this rank polls (another process
 // holds the other core), polling only delays the peer until this rank sleeps, so there the
-// time shrinks until polling pays again.
+// time shrinks. Every kProbeEvery-th wait polls the whole spin_ all the same, and one that
+// polling ends puts pollFor_ back to spin_: without that probe, a few long waits (set-up, a
+// peer descheduled) would leave a rank sleeping through peers that arrive a random 0-40 us
+// late, as in a training loop, since polling 5 us then rarely pays to double it again.
+// Polling yields between looks (every kPollSpins pauses, a few microseconds): with no other
+// task on this core the yield returns at once, and with one (the peer, or another program
+// holding the peer's core) it runs instead of this rank's polling. An 8-byte all_reduce beside
+// one busy process: 0.53-0.56x MPI polling 100 us without yields, 0.72-1.00x with them; no cost
+// seen without the busy process (2026-12-02-users-view.md).
 // Sleeping, not yielding: a yield hands the core to whatever else is runnable for a whole time
 // slice, such as the backward pass on the thread that queued an async all-reduce. Only where the
 // ranks outnumber the cores does a rank yield first, after a short spin: there the peer it waits
 // for is likely waiting for its core, and a yield hands it over without the two system calls of
 // a sleep and a wake. (The measurements behind these choices: benchmarks/results/
-// 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-01-users-view.md.)
+// 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-02-users-view.md.)
 // While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
 // becomes a hang.
 #pragma once
@@ -78,6 +86,7 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
   constexpr auto kYieldFor = std::chrono::milliseconds(20);  // oversubscribed: then sleep
   constexpr int kPollSpins = 64;  // polling: pauses between two looks at the clock
   constexpr std::chrono::nanoseconds kPollFloor = std::chrono::microseconds(5);  // pollFor_'s least
+  constexpr uint32_t kProbeEvery = 16;  // where polling does not pay: 1/16 of spin_ a wait
   constexpr long kNapNs = 1000 * 1000;  // a sleep's longest stretch, to look at the clock
   for (int i = 0; i < spins; ++i) {
     if (ready()) return;
@@ -93,10 +102,12 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
     ~Waiting() { word.store(0, std::memory_order_relaxed); }
   } waiting(layout_.rank(base_, rank_)->waitingFor.value, peer);
   const bool polls = !oversubscribed_ && !onWorkerThread();
+  const bool probe = polls && ++polledWaits_ % kProbeEvery == 0;
+  const std::chrono::nanoseconds pollFor = probe ? spin_ : pollFor_;
   bool slept = false;
   for (;;) {
     if (ready()) {
-      if (polls && !slept) pollFor_ = std::min(spin_, 2 * pollFor_);
+      if (polls && !slept) pollFor_ = probe ? spin_ : std::min(spin_, 2 * pollFor_);
       return;
     }
     checkAbort();
@@ -117,11 +128,14 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
       sched_yield();
       continue;
     }
-    if (polls && now - start < pollFor_) {
+    if (polls && now - start < pollFor) {
       for (int i = 0; i < kPollSpins && !ready(); ++i) cpuRelax();
+      sched_yield();  // where another process holds the other core, lets the peer run here
       continue;
     }
-    if (polls && !slept) pollFor_ = std::max(std::min(spin_, kPollFloor), pollFor_ / 2);
+    if (polls && !slept && !probe) {
+      pollFor_ = std::max(std::min(spin_, kPollFloor), pollFor_ / 2);
+    }
     slept = true;
     const uint32_t seen = bell.count.load(std::memory_order_acquire);
     bell.sleeping.store(1, std::memory_order_relaxed);
