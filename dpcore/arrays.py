@@ -20,11 +20,19 @@ def as_numpy(x, what="x"):
             raise NotImplementedError(
                 f"dpcore: {what} lives on a device (DLPack device type {device}); the CUDA "
                 "collectives are not built yet, only the CPU path is")
+        if getattr(x, "requires_grad", False):  # torch would refuse to export it (BufferError)
+            raise TypeError(f"dpcore: {what} requires grad; pass {what}.detach() (a collective "
+                            f"is not recorded by autograd)")
         module = sys.modules.get(type(x).__module__.split(".")[0])
         from_dlpack = getattr(module, "from_dlpack", None)
         if str(getattr(x, "dtype", "")).endswith("bfloat16"):
-            return _bfloat16_view(x, from_dlpack)
-        return np.from_dlpack(x), from_dlpack
+            array = _bfloat16_view(x, from_dlpack)
+        else:
+            array = np.from_dlpack(x), from_dlpack
+        if not array[0].flags.c_contiguous:  # say how in the caller's own library
+            how = f"use {what}.contiguous()" if hasattr(x, "contiguous") else "copy it first"
+            raise ValueError(f"dpcore: {what} must be C-contiguous ({how})")
+        return array
     raise TypeError(f"dpcore: {what} must be a numpy.ndarray or export DLPack, not {type(x).__name__}")
 
 

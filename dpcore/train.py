@@ -6,7 +6,7 @@
 so any N trains the same model as one process, up to float rounding, and prints the same
 accuracy curve; only samples/s and the communication share change with N.
 """
-import argparse
+import json
 import os
 import sys
 import time
@@ -17,30 +17,48 @@ import dpcore
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
+from dpcore.cli_args import HelpFormatter, Parser, launcher_rank, positive, whole
 from dpcore.cli_errors import run_main
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
 
 
+# The learning rate each optimizer trains this model well with (10 epochs, batch 64)
+DEFAULT_LR = {"adamw": 1e-3, "sgd": 0.1}
+SGD_MOMENTUM = 0.9
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m dpcore.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3))
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=64, help="global batch (all ranks)")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="gradient bucket size in MiB")
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p = Parser(prog="python -m dpcore.train", description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--zero-stage", type=int, default=0, choices=(0, 1, 2, 3),
+                   help="0: plain data parallelism; 1, 2, 3: ZeRO's stages")
+    p.add_argument("--epochs", type=whole(1), default=10, help="passes over the training set")
+    p.add_argument("--batch-size", type=whole(1), default=64,
+                   help="global batch (all ranks together); at least the number of ranks")
+    p.add_argument("--lr", type=positive, default=None,
+                   help="learning rate (default: " +
+                        ", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items()) + ")")
+    p.add_argument("--seed", type=int, default=0, help="data order and initial weights")
+    p.add_argument("--bucket-mb", type=positive, default=25.0, help="gradient bucket size in MiB")
+    p.add_argument("--hidden", type=whole(1), default=128, help="width of the two hidden layers")
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
+                   help=f"sgd runs with momentum {SGD_MOMENTUM}")
     p.add_argument("--mixed-precision", choices=("float16", "bfloat16"), default=None,
                    help="2-byte parameters and gradients, float32 master weights and moments "
                         "(float16: with a dynamic loss scale)")
+    p.add_argument("--save", metavar="DIR", default=None,
+                   help="save a sharded checkpoint into DIR after every epoch")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="start from the checkpoint in DIR (saved at any number of ranks and "
+                        "any ZeRO stage), after the epoch it was saved at")
     p.add_argument("--report-memory", action="store_true",
                    help="after training, print each rank's measured bytes (held and sent per "
                         "step) beside the ZeRO paper's formulas")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.lr is None:
+        args.lr = DEFAULT_LR[args.optimizer]
+    return args
 
 
 def load_data(seed):
@@ -65,7 +83,8 @@ def synthetic(n=1797, classes=10, dim=64, seed=1234):
 
 
 def progress(total, epoch, rank):
-    """A tqdm bar on rank 0 (tqdm hides it when stderr is not a terminal)."""
+    """A tqdm bar on rank 0. tqdm hides it where stderr is not a terminal, as under mpiexec,
+    whose launcher forwards it to the user's terminal all the same: there it is shown."""
     try:
         from tqdm import tqdm
     except ImportError:
@@ -78,7 +97,9 @@ def progress(total, epoch, rank):
             def close(self):
                 pass
         return Quiet()
-    return tqdm(total=total, desc=f"epoch {epoch}", leave=False, disable=None)
+    launched = launcher_rank() is not None
+    return tqdm(total=total, desc=f"epoch {epoch}", leave=False,
+                disable=False if launched else None)
 
 
 def correct_count(engine, x, y, comm):
@@ -109,9 +130,12 @@ def train(args, comm):
     model = nn.Sequential(nn.Linear(x_train.shape[1], args.hidden), nn.ReLU(),
                           nn.Linear(args.hidden, args.hidden), nn.ReLU(),
                           nn.Linear(args.hidden, 10))
-    opt = optim.AdamW if args.optimizer == "adamw" else optim.SGD
+    opt, opt_kwargs = ((optim.AdamW, {}) if args.optimizer == "adamw" else
+                       (optim.SGD, {"momentum": SGD_MOMENTUM}))
     engine = DataParallel(model, comm, zero_stage=args.zero_stage, optimizer=opt, lr=args.lr,
-                          bucket_cap_mb=args.bucket_mb, mixed_precision=args.mixed_precision)
+                          bucket_cap_mb=args.bucket_mb, mixed_precision=args.mixed_precision,
+                          **opt_kwargs)
+    first_epoch = 1 + (resume(engine, args.resume) if args.resume else 0)
     sampler = DistributedSampler(len(x_train), args.batch_size, comm.rank, comm.size,
                                  seed=args.seed)
     if comm.rank == 0:
@@ -122,7 +146,8 @@ def train(args, comm):
               f"ZeRO stage {args.zero_stage}"
               + (f", {args.mixed_precision} mixed precision" if args.mixed_precision else ""),
               flush=True)
-    for epoch in range(1, args.epochs + 1):
+    run_start, last = time.perf_counter(), None
+    for epoch in range(first_epoch, args.epochs + 1):
         sampler.set_epoch(epoch)
         bar = progress(len(sampler), epoch, comm.rank)
         loss_sum, step_s, wait_before = 0.0, 0.0, engine.comm_wait_s
@@ -142,13 +167,48 @@ def train(args, comm):
         sums = comm.all_reduce(np.array([loss_sum, correct_count(engine, x_test, y_test, comm),
                                          engine.comm_wait_s - wait_before, step_s]))
         slowest = comm.all_reduce(np.array([elapsed]), op="max")[0]
+        last = (sums[0] / len(x_train), sums[1] / len(x_test))
         if comm.rank == 0:
-            print(f"epoch {epoch:3d}  loss {sums[0] / len(x_train):.4f}  "
-                  f"test acc {sums[1] / len(x_test):.4f}  samples/s {len(x_train) / slowest:9.0f}  "
+            print(f"epoch {epoch:3d}  loss {last[0]:.4f}  test acc {last[1]:.4f}  "
+                  f"samples/s {len(x_train) / slowest:9.0f}  "
                   f"comm wait {sums[2] / sums[3]:6.1%} of step time", flush=True)
+        if args.save:
+            save(engine, args.save, epoch)
+    took = comm.all_reduce(np.array([time.perf_counter() - run_start]), op="max")[0]
+    if comm.rank == 0:
+        if last is None:
+            print(f"nothing to train: the checkpoint is at epoch {first_epoch - 1} of "
+                  f"{args.epochs}")
+        else:
+            print(f"done: {epoch - first_epoch + 1} epoch(s) in {took:.1f} s (with evaluation"
+                  f"{' and checkpoints' if args.save else ''}); final loss {last[0]:.4f}, test acc "
+                  f"{last[1]:.4f}" + (f"; checkpoint in {args.save}" if args.save else ""),
+                  flush=True)
     if args.report_memory:
         print_ledger(engine, comm)
     return engine
+
+
+def save(engine, path, epoch):
+    """The checkpoint, then the epoch it ends (train.json beside its versions): a crash between
+    the two resumes one epoch early, with the newer weights."""
+    engine.save(path)
+    if engine.comm.rank == 0:
+        tmp = os.path.join(path, "train.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump({"epoch": epoch}, f)
+        os.replace(tmp, os.path.join(path, "train.json"))
+
+
+def resume(engine, path):
+    """Loads the checkpoint in `path`; returns the epoch it was saved after."""
+    engine.load(path)
+    try:
+        with open(os.path.join(path, "train.json")) as f:
+            return int(json.load(f)["epoch"])
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{path} holds no epoch count (train.json) from dpcore.train --save: "
+                         f"{e}") from None
 
 
 def print_ledger(engine, comm):
@@ -163,6 +223,11 @@ def main(argv=None):
     args = parse_args(argv)
     with dpcore.init() as comm:
         share_cores(comm)
+        if args.batch_size < comm.size:  # the same on every rank: all leave alike
+            if comm.rank == 0:
+                print(f"dpcore.train: --batch-size {args.batch_size} is the global batch; it "
+                      f"must be at least the number of ranks ({comm.size})", file=sys.stderr)
+            return 2
         try:
             train(args, comm)
         except NotImplementedError as e:  # raised on every rank alike

@@ -148,7 +148,7 @@ def test_buffer_placements_check_clean(tmp_path, placement):
 def test_perf_script(tmp_path):
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "all_gather_perf.py")
     output, doc = bench(tmp_path, 2, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w", "0",
-                        "-a", "ring", script=os.path.abspath(script))
+                        "--algo", "ring", script=os.path.abspath(script))
     check_rows(doc, output, "all_gather", 2, compare=False)
     assert doc["algo"] == "ring"
 
@@ -157,11 +157,11 @@ def test_perf_script(tmp_path):
 @pytest.mark.skipif(not ptrace_allows_siblings(), reason="ranks may not read each other's memory")
 @pytest.mark.parametrize("coll", ["all_gather", "broadcast"])
 def test_direct_algorithm_and_auto_past_its_threshold(tmp_path, coll):
-    """-a direct runs where the ranks may read each other's memory; auto reports what ran:
+    """--algo direct runs where the ranks may read each other's memory; auto reports what ran:
     direct from _C.FIXED_DIRECT_MIN with DPCORE_TUNE=0, and with the tuner the algorithm that
     ran most of the in-place timed calls, after the tuner's trial of the other."""
     output, doc = bench(tmp_path, 2, coll, "-b", "1K", "-e", "8K", "-f", "8", "-n", "1", "-w",
-                        "0", "-a", "direct", "--compare", "mpi")
+                        "0", "--algo", "direct", "--compare", "mpi")
     check_rows(doc, output, coll, 2)
     assert {row["algo_used"] for row in doc["rows"]} == {"direct"}
     big = str(_C.FIXED_DIRECT_MIN)

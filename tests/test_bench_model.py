@@ -29,7 +29,7 @@ def header_names(output):
 
 
 def used(rows):
-    """The algorithm -a auto ran per row, direct counted as the ring (the tuner's other arm)."""
+    """The algorithm --algo auto ran per row, direct counted as the ring (the tuner's other arm)."""
     return [r["algo_used"].replace("direct", "ring") for r in rows]
 
 
@@ -77,7 +77,7 @@ def test_model_columns_and_plot(tmp_path, model_file):
 @pytest.mark.mpi
 def test_a_fixed_algorithm_is_what_is_predicted(tmp_path, model_file):
     _, doc = bench(tmp_path, 2, "all_gather", "-b", "1K", "-e", "16K", "-f", "16", "-n", "1",
-                   "-w", "0", "-a", "ring", "--model", str(model_file))
+                   "-w", "0", "--algo", "ring", "--model", str(model_file))
     for row in doc["rows"]:
         assert row["algo_used"] == "ring"
         assert row["pred_us"] == pytest.approx(

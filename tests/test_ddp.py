@@ -30,7 +30,7 @@ def test_train_command_same_curve_for_any_rank_count():
     for k in (1, 2):
         _, out = run_script("ddp_train.py", k, "--epochs", "2", "--batch-size", "50",
                             env=ONE_THREAD)
-        curves[k] = re.findall(r"loss (\S+)\s+test acc (\S+)", out)
+        curves[k] = re.findall(r"epoch +\d+  loss (\S+)\s+test acc (\S+)", out)
         assert len(curves[k]) == 2, out
     assert curves[1] == curves[2]
 

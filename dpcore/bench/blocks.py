@@ -7,16 +7,27 @@ import statistics
 import time
 
 
-def timed(mpi, call, iters):
-    """Seconds per call of the slowest rank (a collective ends with its last rank) over `iters`
-    back-to-back calls after a barrier. mpi: an mpi4py communicator."""
+# nccl-tests' -a: how the ranks' times make a row's time
+AVERAGES = {0: "rank 0's", 1: "the ranks' mean", 2: "the fastest rank's", 3: "the slowest rank's"}
+
+
+def timed(mpi, call, iters, average=3):
+    """Seconds per call over `iters` back-to-back calls after a barrier; average: nccl-tests'
+    -a (AVERAGES), by default the slowest rank's (a collective ends with its last rank).
+    mpi: an mpi4py communicator."""
     from mpi4py import MPI
 
     mpi.Barrier()
     start = time.perf_counter()
     for _ in range(iters):
         call()
-    return mpi.allreduce(time.perf_counter() - start, op=MPI.MAX) / max(iters, 1)
+    elapsed = time.perf_counter() - start
+    if average == 0:
+        elapsed = mpi.bcast(elapsed, root=0)
+    else:
+        op = {1: MPI.SUM, 2: MPI.MIN, 3: MPI.MAX}[average]
+        elapsed = mpi.allreduce(elapsed, op=op) / (mpi.Get_size() if average == 1 else 1)
+    return elapsed / max(iters, 1)
 
 
 def block_iters(nbytes, block_seconds=0.05):

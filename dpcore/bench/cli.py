@@ -49,7 +49,7 @@ def main(argv=None, collective=None):
                     continue  # avg needs a floating dtype
                 try:
                     bench.time_test(dtype_text, op)
-                except ValueError as e:  # e.g. -a one_shot past its size: same on every rank
+                except ValueError as e:  # e.g. --algo one_shot past its size: same on every rank
                     bench.say(f"# {dtype_text} {op}: stopped: {e}")
         result = bench.summary()
         if args.json and bench.rank == 0:

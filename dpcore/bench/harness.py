@@ -1,9 +1,9 @@
 """The nccl-tests harness (src/common.cu), once for all collectives.
 
 For each size from -b to -e (times -f): allocate, fill exact inputs, then for out-of-place and
-in-place call once untimed (-a auto: _C.TUNER_SETTLE_CALLS times, until its tuner has tried
+in-place call once untimed (--algo auto: _C.TUNER_SETTLE_CALLS times, until its tuner has tried
 both algorithms), time ITERS back-to-back calls after a barrier and keep the slowest rank's
-time (MPI MAX of the elapsed times), as nccl-tests does. With --compare mpi the same buffers go
+time (MPI MAX of the elapsed times; nccl-tests' -a chooses another: blocks.AVERAGES). With --compare mpi the same buffers go
 through MPI's own collective, alternating with ours block by block; with --repeat R each block
 runs R times and the medians are reported. With -c 1 the data are re-initialised and the
 collective runs once more, and every rank counts the elements whose bits differ from the
@@ -11,7 +11,7 @@ result it computed itself; #wrong is the sum over ranks.
 
 algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
 
-Beside each row: the algorithm that ran most of the in-place timed calls (for -a auto, as the
+Beside each row: the algorithm that ran most of the in-place timed calls (for --algo auto, as the
 communicator picked them: the tuner may switch between ring and direct) and, when
 a fitted cost model exists (dpcore.cost.load(), or --model FILE), pred_us (the model's time for
 that algorithm and size) and model_err% = (pred_us - in-place time) / in-place time. --plot
@@ -135,9 +135,9 @@ class Bench:
         times, mpi_times = [], []
         before = self.comm.algorithm_calls()
         for _ in range(max(args.repeat, 1)):  # alternate: ours, MPI, ours, MPI, ...
-            times.append(timed(self.mpi, ours, iters))
+            times.append(timed(self.mpi, ours, iters, args.average))
             if compare:
-                mpi_times.append(timed(self.mpi, theirs, iters))
+                mpi_times.append(timed(self.mpi, theirs, iters, args.average))
         ran = {a: k - before.get(a, 0) for a, k in self.comm.algorithm_calls().items()}
         wrong = None
         for _ in range(args.check):

@@ -1,10 +1,12 @@
-"""The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r),
-plus dpcore's (-a, -R, --one-buffer, --compare, --repeat, --json, --model, --plot)."""
+"""The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r
+-a), plus dpcore's (--algo, -R, --one-buffer, --compare, --repeat, --json, --model, --plot)."""
 import argparse
 import re
 
+from ..cli_args import Parser
 from ..comm import Communicator
 from ..dtypes import DTYPES, parse_dtype
+from .blocks import AVERAGES
 from .collectives import COLLECTIVES, dtype_name
 
 # A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
@@ -49,8 +51,16 @@ def _op_names(text):
     return [text]
 
 
+def _average(text):
+    if text not in {str(k) for k in AVERAGES}:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: -a is nccl-tests' average mode, 0 to 3" +
+            (f"; the algorithm is --algo {text}" if not text.isdigit() else ""))
+    return int(text)
+
+
 def parser(collective=None):
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=f"{collective}_perf" if collective else "python -m dpcore.bench",
         description="nccl-tests style benchmark of dpcore's collectives; run under mpiexec -n N")
     if collective is None:
@@ -76,8 +86,12 @@ def parser(collective=None):
                    help="sum (default), prod, max, min, avg, or all")
     p.add_argument("-r", "--root", type=int, default=0, help="broadcast root (default 0)")
     algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
-    p.add_argument("-a", "--algo", default="auto", choices=algos,
+    p.add_argument("--algo", default="auto", choices=algos,
                    help=f"{', '.join(algos)} (default auto)")
+    p.add_argument("-a", "--average", type=_average, default=3,
+                   help="the row's time, as nccl-tests' -a: " +
+                        ", ".join(f"{k} {v}" for k, v in AVERAGES.items()) +
+                        " (default 3: a collective ends with its last rank; nccl-tests: 1)")
     p.add_argument("-R", "--register", type=int, choices=[0, 1], default=0,
                    help="1: dpcore's buffers come from comm.alloc, which every rank maps, as "
                         "nccl-tests' -R registers them (MPI keeps ordinary buffers, on which "
@@ -94,7 +108,7 @@ def parser(collective=None):
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
     p.add_argument("--model", metavar="FILE", default=None,
                    help="fitted cost model (JSON from `python -m dpcore.cost fit --out FILE`) "
-                        "for the pred_us and model_err%% columns and for -a auto's choice; "
+                        "for the pred_us and model_err%% columns and for --algo auto's choice; "
                         "default: the fit's default file, if there is one")
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="draw busbw against size for dpcore, MPI (--compare mpi) and the "

@@ -3,7 +3,7 @@
 One line per source, in-place times (the ones the MPI and model columns use). Both axes are
 logarithmic: sizes span many powers of two, and small messages sit orders of magnitude below
 the link's bandwidth (latency-bound), which a linear y axis would flatten into the floor.
-A dotted vertical line marks where the algorithm changes (e.g. -a auto: one_shot -> ring).
+A dotted vertical line marks where the algorithm changes (e.g. --algo auto: one_shot -> ring).
 matplotlib is optional: check_matplotlib() says how to get it.
 """
 import math

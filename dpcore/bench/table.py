@@ -49,7 +49,7 @@ def load_model(path, n, parser):
             parser.error(f"{where}: no such file (or no algorithms in it)")
         return None, [f"# no fitted cost model: `mpiexec -n {max(n, 2)} python -m dpcore.cost "
                       "fit` adds pred_us and model_err% columns (or --model FILE)", "#"], None
-    if explicit:  # -a auto then chooses by the same model the columns predict with
+    if explicit:  # --algo auto then chooses by the same model the columns predict with
         use_params(params, path, doc.get("transport"))
     fitted = ", ".join(f"{k} {doc[k]}" for k in ("ranks", "transport", "dtype", "created")
                        if k in doc)

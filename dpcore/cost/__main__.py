@@ -1,6 +1,5 @@
 """python -m dpcore.cost memory | scaling | predict | fit  (fit runs under mpiexec)."""
-import argparse
-
+from ..cli_args import Parser, whole
 from ..cli_errors import run_main
 from . import memory, scaling
 from .choose import best_algorithm, crossover, predict
@@ -12,19 +11,20 @@ ONE_SHOT_LIMIT = 256 << 10
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m dpcore.cost", description=__doc__)
+    parser = Parser(prog="python -m dpcore.cost", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("memory", help="ZeRO model-state memory per rank, stage by stage")
     m.add_argument("--params", type=parse_count, required=True, help="parameters, e.g. 70e9")
-    m.add_argument("--ranks", type=int, required=True)
+    m.add_argument("--ranks", type=whole(1), required=True)
     m.add_argument("--stage", type=int, choices=range(4), help="one stage (default: all)")
     m.add_argument("--precision", choices=sorted(memory.PRECISIONS), default="mixed")
     m.add_argument("--gpu-memory", type=float, default=80.0, metavar="GB")
 
     s = sub.add_parser("scaling", help="predicted data-parallel step time and efficiency")
     s.add_argument("--params", type=parse_count, default=1.3e9, help="parameters (1.3e9)")
-    s.add_argument("--ranks", default="8,64,1024", help="comma-separated (8,64,1024)")
+    s.add_argument("--ranks", type=_rank_counts, default="8,64,1024",
+                   help="comma-separated (8,64,1024)")
     s.add_argument("--bandwidth", type=float, default=25.0, metavar="GB/s",
                    help="network bandwidth per rank (25 GB/s: a 200 Gb/s NIC per GPU)")
     s.add_argument("--latency", type=float, default=10.0, metavar="us",
@@ -51,7 +51,7 @@ def main(argv=None):
 
     p = sub.add_parser("predict", help="every algorithm's predicted time, and the best")
     p.add_argument("coll", choices=COLLECTIVES)
-    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--ranks", type=whole(1), default=8)
     p.add_argument("--sizes", default="1K,64K,1M,64M", help="bytes S, comma-separated")
     p.add_argument("--local-size", type=int, default=None, help="ranks per node (hierarchical)")
     _add_params_args(p)
@@ -75,8 +75,12 @@ def main(argv=None):
     return 0
 
 
+def _rank_counts(text):
+    return [whole(1)(r) for r in text.split(",")]
+
+
 def run_scaling(args):
-    ranks = [int(r) for r in args.ranks.split(",")]
+    ranks = args.ranks
     link = Params.from_rates(args.latency, args.bandwidth, args.reduce_bandwidth)
     node = Params.from_rates(args.node_latency, args.node_bandwidth, args.reduce_bandwidth)
     step_flops, tokens = args.step_flops, None
@@ -91,7 +95,8 @@ def run_scaling(args):
 
 
 def _add_params_args(p):
-    p.add_argument("--params", dest="params_file", default=None,
+    # --fit, not --params: memory and scaling take --params as a count of parameters
+    p.add_argument("--fit", dest="params_file", metavar="FILE", default=None,
                    help="fitted JSON (default: ~/.cache/dpcore/cost.json if present)")
     p.add_argument("--alpha", type=float, default=None, metavar="us")
     p.add_argument("--bandwidth", type=float, default=None, metavar="GB/s")

@@ -1,16 +1,17 @@
 """python -m dpcore.explain COLLECTIVE --ranks N [--algo ALGO] [--count N]: no MPI needed."""
-import argparse
+import os
 import sys
 
+from ..cli_args import Parser, whole
 from ..cost.formulas import ALGORITHMS, COLLECTIVES
 from . import simulate
 from .render import render
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m dpcore.explain", description=__doc__)
+    parser = Parser(prog="python -m dpcore.explain", description=__doc__)
     parser.add_argument("coll", choices=COLLECTIVES)
-    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--ranks", type=whole(1), default=4)
     parser.add_argument("--algo", choices=ALGORITHMS, default="ring")
     parser.add_argument("--count", type=int, default=None,
                         help="elements in the whole buffer (default 262144 per rank)")
@@ -27,7 +28,10 @@ def main(argv=None):
                        args.local_size, args.segments)
     except ValueError as e:
         parser.error(str(e))
-    print(render(sim))
+    try:
+        print(render(sim), flush=True)
+    except BrokenPipeError:  # `| head` stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the exit's flush
     return 0
 
 

@@ -25,6 +25,16 @@ PICTURES = {
 }
 
 
+def _example(n):
+    """The legend's example of a cell, with ranks this run has: '"013" = ranks 0, 1 and 3 added
+    up' on 4 ranks or more."""
+    ranks = (0, 1, 3) if n >= 4 else (0, 2) if n == 3 else (1,)
+    if len(ranks) == 1:
+        return f'"{ranks[0]}" = rank {ranks[0]}\'s alone'
+    names = ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+    return f'"{"".join(map(str, ranks))}" = ranks {names} added up'
+
+
 def render(sim):
     n = sim.n
     kind = "c" if sim.piece_kind == "chunk" else "s"
@@ -40,8 +50,8 @@ def render(sim):
     else:
         head.append(f"The buffer travels in {len(sim.piece_bytes)} segments (dpcore pipelines "
                     "in 64 KiB segments; --segments sets how many here).")
-    head += textwrap.wrap('A cell lists whose input a rank holds in that piece: "013" = ranks '
-                          '0, 1 and 3 added up, "all" = every rank\'s, "." = nothing yet; '
+    head += textwrap.wrap(f'A cell lists whose input a rank holds in that piece: {_example(n)}, '
+                          '"all" = every rank\'s, "." = nothing yet; '
                           '* = changed by this step. "add": added to what the rank holds; '
                           '"keep": stored as is.', 100)
     frames = [("start", sim.initial, None, None)] + [
