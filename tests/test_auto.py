@@ -179,3 +179,23 @@ def test_new_parameters_reach_a_held_dict(tmp_path):
     auto.use_params(None)
     assert held == {} and auto.bands(2, LIMIT, "shm") is held
     assert auto.auto_code("all_reduce", 4096, 2, LIMIT, transport="shm") == 0  # default 4 KiB
+
+
+def test_a_fit_made_on_another_rank_count_is_said_once(tmp_path, capsys):
+    class Rank0Of:  # what agree() uses of a dpcore.bootstrap.Group, on rank 0
+        rank = 0
+
+        def __init__(self, size):
+            self.size = size
+
+        def bcast(self, obj, root, what):
+            return obj
+
+    path = write_fit(tmp_path)  # fitted on 2 ranks
+    auto.agree(Rank0Of(2))
+    assert capsys.readouterr().err == ""
+    auto.agree(Rank0Of(3))
+    auto.agree(Rank0Of(3))
+    said = capsys.readouterr().err
+    assert said.count(f"cost model in {path}, fitted on 2 ranks, for 3 ranks") == 1, said
+    assert "mpiexec -n 3 python -m dpcore.cost fit" in said

@@ -276,5 +276,8 @@ def test_cli_fit_under_mpiexec(tmp_path):
     fitted |= {f"{a}/{c}" for a in fitted for c in ("all_reduce", "all_gather")}
     assert doc["ranks"] == 2 and set(doc["algorithms"]) == fitted
     for p in doc["algorithms"].values():
-        assert p["alpha"] >= 0 and p["beta"] > 0 and p["gamma"] >= 0
-    assert "fitted" in output
+        assert p["alpha"] >= 0 and p["beta"] >= 0 and p["gamma"] >= 0
+    # Noise on a loaded machine can push a fit of few small sizes (one_shot's, or one collective
+    # alone) to beta 0; the ring's, fitted up to megabytes on both collectives, still sees bytes.
+    assert doc["algorithms"]["ring"]["beta"] > 0
+    assert "fitted" in output and "round 1 of" in output

@@ -97,7 +97,7 @@ def model():
     if _model is _UNSET:
         path = default_path()
         params = load(path)
-        fitted_on = _fitted_transport(path) if params else None
+        fitted_on = _fitted_field(path, "transport") if params else None
         _model = (params, path if params else None, fitted_on)
     return _model
 
@@ -128,8 +128,26 @@ def agree(group):
     """Make rank 0's parameters every rank's (a collective over group, a
     dpcore.bootstrap.Group): ranks that read different files, or one that lacks it, would
     otherwise choose differently and fail."""
+    if group.rank == 0:
+        _note_other_rank_count(group.size)
     use_params(*group.bcast(model() if group.rank == 0 else None, 0,
                             "init: agree on the cost model"))
+
+
+_NOTED = set()  # (path, ranks) said once per process
+
+
+def _note_other_rank_count(n):
+    """Say so where auto will choose by a fit made on another number of ranks: the ring's
+    alpha and overhead are told apart only at the rank count it was fitted at."""
+    params, source, _ = model()
+    fitted = _fitted_field(source, "ranks") if params else None
+    if fitted is None or fitted == n or (source, n) in _NOTED:
+        return
+    _NOTED.add((source, n))
+    print(f"dpcore: algo='auto' chooses by the cost model in {source}, fitted on {fitted} ranks, "
+          f"for {n} ranks; `mpiexec -n {n} python -m dpcore.cost fit` fits this count "
+          f"(or delete the file for the built-in rule)", file=sys.stderr, flush=True)
 
 
 # -- computing the band, once ---------------------------------------------------------------
@@ -165,11 +183,12 @@ def one_shot_band(coll, n, limit, transport, forced, fitted, default_max):
     return lo, hi, ("fitted", x, one_shot_small, source)
 
 
-def _fitted_transport(path):
+def _fitted_field(path, field):
+    """What the fit in `path` recorded as `field` ("transport", "ranks"), or None."""
     try:
         with open(path) as f:
-            return json.load(f).get("transport")
-    except (OSError, ValueError):
+            return json.load(f).get(field)
+    except (OSError, ValueError, TypeError):
         return None
 
 

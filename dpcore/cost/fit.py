@@ -154,12 +154,13 @@ def algorithms(comm):
     return tuple(comm.algorithms) + (("direct",) if getattr(comm, "direct", False) else ())
 
 
-def sweep(comm, quick=False):
+def sweep(comm, quick=False, on_round=None):
     """Samples for all_reduce and all_gather, in place, under every algorithm dpcore runs
     (algorithms()): the median over repeats (11, fewer if the sweep passes 30 s) of a timed
     loop, taken by the slowest rank (a collective ends with its last rank).
     Repeats go round-robin over all sizes, so a burst of noise from another process spoils one
-    repeat of many sizes (which the median drops) instead of every repeat of one size."""
+    repeat of many sizes (which the median drops) instead of every repeat of one size.
+    on_round(k, rounds): called on every rank after round k of (now) `rounds`."""
     limit = comm.one_shot_bytes  # one_shot's slot, per rank
     sizes = {algo: sizes_for(algo, comm.size, quick, limit) for algo in algorithms(comm)}
     buffer = np.ones(max(max(s) for s in sizes.values()) // 4, np.float32)  # one for all
@@ -174,7 +175,8 @@ def sweep(comm, quick=False):
                 iters = max(3, min(50, (16 << 20) // actual))
                 configs.append((coll, algo, actual, call, iters, []))
     start = time.perf_counter()
-    for repeat in range(5 if quick else 11):
+    rounds = 5 if quick else 11
+    for repeat in range(rounds):
         for coll, algo, actual, call, iters, times in configs:
             # the configs before this one pushed its buffer out of the cache, where the bench's
             # back-to-back calls find it: untimed, that first call cost 1-16 MiB 10-25 % more
@@ -186,7 +188,10 @@ def sweep(comm, quick=False):
             times.append((time.perf_counter() - t0) / iters)
         # a busy machine makes everything slow: keep to the time budget once 3 repeats are in
         late = time.perf_counter() - start > (5 if quick else 30)
-        if repeat >= 2 and comm._mpi.bcast(late, root=0):
+        stop = repeat >= 2 and comm._mpi.bcast(late, root=0)
+        if on_round is not None:  # the command line's progress
+            on_round(repeat + 1, repeat + 1 if stop else rounds)
+        if stop:
             break
     per_rank = comm._mpi.allgather([statistics.median(c[5]) for c in configs])
     return [Sample(coll, algo, comm.size, actual, max(t))

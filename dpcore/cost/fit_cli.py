@@ -6,7 +6,7 @@ import time
 
 from .choose import crossover, predict
 from .fit import fit_per_algorithm, sweep
-from .params import save
+from .params import default_path, save
 from .units import fmt_bytes, fmt_time
 
 
@@ -18,8 +18,18 @@ def run_fit(path, quick=False):
             print("dpcore.cost fit: one rank has nothing to communicate; run it as\n"
                   "  mpiexec -n 2 python -m dpcore.cost fit")
             return 2
+        if comm.rank == 0:
+            print(f"dpcore.cost fit: timing every algorithm on {comm.size} ranks, "
+                  f"{5 if quick else 11} rounds over all sizes (at most about "
+                  f"{5 if quick else 30} s of timing)...", flush=True)
         t0 = time.perf_counter()
-        samples = sweep(comm, quick)
+
+        def progress(k, rounds):
+            if comm.rank == 0:
+                print(f"  round {k} of {rounds} done, {time.perf_counter() - t0:.0f} s",
+                      flush=True)
+
+        samples = sweep(comm, quick, on_round=progress)
         elapsed = time.perf_counter() - t0
         if comm.rank != 0:
             return 0
@@ -62,4 +72,8 @@ def run_fit(path, quick=False):
              created=time.strftime("%Y-%m-%dT%H:%M:%S"),
              samples=[list(s) for s in samples])
         print(f"saved to {os.path.abspath(path)}")
+        if os.path.abspath(path) == os.path.abspath(default_path()):
+            print(f"From now on algo='auto' on this machine chooses one_shot or the ring by this "
+                  f"fit, in every program (training too); it says so where the ranks are not "
+                  f"{comm.size}. Delete the file for the built-in rule.")
     return 0
