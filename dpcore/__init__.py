@@ -1,4 +1,4 @@
-"""dpcore: from-scratch collectives for data-parallel training (see ../shared/API.md)."""
+"""dpcore: from-scratch collectives for data-parallel training (see docs/api.md)."""
 from . import _C
 from .comm import Communicator, init
 from .sharding import shard_range

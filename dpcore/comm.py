@@ -42,7 +42,7 @@ _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 
 class Communicator:
-    """A group of ranks and the collectives among them (see ../shared/API.md)."""
+    """A group of ranks and the collectives among them (see docs/api.md)."""
 
     algorithms = ("one_shot", "ring")
 
@@ -118,6 +118,10 @@ class Communicator:
     # -- collectives ------------------------------------------------------------------------
 
     def all_reduce(self, x, op="sum", out=None, algo="auto", async_op=False):
+        """The elementwise reduction (op: sum, prod, max, min, avg) of every rank's x, in x's
+        shape and array type, on every rank. A new array unless out is given; out=x works in
+        place (unlike torch.distributed, all_reduce(x) leaves x as it is). algo: "auto",
+        "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result."""
         a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
         codes = _REDUCTIONS.get((a.dtype, op))
         if codes is not None and type(out) is np.ndarray and _C.fits_out(a, out):
@@ -139,6 +143,9 @@ class Communicator:
                             a.size, a.size, result, async_op)
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):
+        """This rank's part of the reduction of every rank's x, flattened: the 1-D slice
+        dpcore.shard_range(x.size, size, rank) (shards differ by at most one element). out may
+        be that slice of x itself (in place)."""
         a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
         dtype, opc = self._check_reduction(a, op)
         start, stop = shard_range(a.size, self.size, self.rank)
@@ -153,6 +160,8 @@ class Communicator:
                             a.size, a.size, result, async_op)
 
     def all_gather(self, s, out=None, async_op=False, algo="auto"):
+        """Every rank's 1-D shard s, concatenated in rank order, on every rank. Shards may
+        differ in length; out may hold this rank's shard at its place (in place)."""
         a, wrap = (s, None) if type(s) is np.ndarray else as_numpy(s, "shard")
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "shard")
@@ -172,6 +181,7 @@ class Communicator:
                             a, out_a, a.size, out_a.size, result, async_op)
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
+        """root's x into every rank's x, in place; returns x."""
         a = x if type(x) is np.ndarray else as_numpy(x)[0]
         # One test for the common case keeps small calls cheap: where ranks share cores, each
         # rank's Python time costs about three times over. The slow path names what is wrong.
@@ -192,6 +202,7 @@ class Communicator:
         return dtype, int(root)
 
     def barrier(self):
+        """Returns once every rank has called it."""
         self._launch(BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0, None, False)
 
     # -- plumbing ---------------------------------------------------------------------------

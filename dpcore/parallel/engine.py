@@ -28,6 +28,15 @@ from .shards import optimizer_tensors
 
 
 class DataParallel:
+    """Data parallelism around `model`: every rank runs it on its own slice of each batch, and
+    backward() reduces the gradients across `comm`'s ranks in buckets of bucket_cap_mb MiB,
+    overlapped with the rest of backward (overlap=True). zero_stage 1, 2 and 3 shard the
+    optimizer state, then the gradients, then the parameters (ZeRO). optimizer(params, lr=lr,
+    **optimizer_kwargs) updates what this rank owns; step() and zero_grad() as in PyTorch.
+    mixed_precision "float16" or "bfloat16": 2-byte parameters and gradients with float32
+    master weights (float16 with a dynamic loss scale). N ranks on B/N samples each train the
+    model one process trains on B (docs/api.md, "Training")."""
+
     def __init__(self, model, comm, zero_stage=0, optimizer=AdamW, lr=1e-3, bucket_cap_mb=25,
                  overlap=True, mixed_precision=None, loss_scale=None, *, prefetch=True,
                  **optimizer_kwargs):
