@@ -123,13 +123,16 @@ void bindBackends(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", &Backend::setTimeout)
       .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
-      // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes); clears.
+      // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes, algo,
+      // dtype, op), the last three codes or -1; clears.
       .def("take_trace", [](Backend& b) {
             py::gil_scoped_release release;
             b.drain();
-            std::vector<std::tuple<std::string, int64_t, int64_t, uint64_t, int, uint64_t>> out;
+            std::vector<std::tuple<std::string, int64_t, int64_t, uint64_t, int, uint64_t, int,
+                                   int, int>> out;
             for (const TraceEvent& e : b.tracer().events) {
-              out.emplace_back(e.name, e.startUs, e.durationUs, e.seq, e.step, e.bytes);
+              out.emplace_back(e.name, e.startUs, e.durationUs, e.seq, e.step, e.bytes, e.algo,
+                               e.dtype, e.op);
             }
             b.tracer().events.clear();
             return out;

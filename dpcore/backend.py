@@ -48,5 +48,6 @@ class Backend(Protocol):
     def enable_trace(self, on: bool) -> None:
         """Record a span per collective and per ring step (DPCORE_TRACE)."""
 
-    def take_trace(self) -> List[Tuple[str, int, int, int, int, int]]:
-        """The recorded (name, start_us, duration_us, seq, step, bytes), cleared."""
+    def take_trace(self) -> List[Tuple[str, int, int, int, int, int, int, int, int]]:
+        """The recorded (name, start_us, duration_us, seq, step, bytes, algo, dtype, op), the
+        last three codes or -1 (ring steps), cleared."""

@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 
+from . import trace
+
 _grad_enabled = True
 _created = itertools.count()  # creation order of graph nodes: backward runs the latest first
 
@@ -144,6 +146,10 @@ class Tensor:
         return order
 
     def backward(self, grad=None):
+        with trace.span("backward"):  # DPCORE_TRACE's training lane
+            self._backprop(grad)
+
+    def _backprop(self, grad):
         if not self.requires_grad:
             raise RuntimeError("backward: this tensor does not require grad and has no graph")
         if not self.is_leaf and self._backward is None:

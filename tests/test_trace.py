@@ -1,5 +1,6 @@
-"""DPCORE_TRACE writes one valid Chrome trace: a lane per rank, a span per collective and, for
-the ring, a span per step whose step numbers follow the ring's schedule."""
+"""DPCORE_TRACE writes one valid Chrome trace: a lane per rank, a span per collective (with what
+ran: algorithm, dtype, op) and, for the ring, a span per step whose step numbers follow the
+ring's schedule; and the trainer's forward, backward and step."""
 import json
 
 import pytest
@@ -18,8 +19,14 @@ def test_trace_has_a_lane_per_rank_and_ring_steps(tmp_path, n):
     lanes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert lanes == set(range(n))
     for rank in range(n):
-        collectives = [e["name"] for e in spans if e["pid"] == rank and e["tid"] == 0]
-        assert collectives == ["all_reduce", "all_reduce", "broadcast"]
+        collectives = [e for e in spans if e["pid"] == rank and e["tid"] == 0]
+        ran = [(e["name"], e["args"].get("algo"), e["args"].get("dtype"), e["args"].get("op"))
+               for e in collectives[:3]]
+        assert ran == [("all_reduce", "ring", "float32", "sum"),
+                       ("all_reduce", "one_shot", "float32", "sum"),
+                       ("broadcast", "ring", "float32", None)], ran
+        training = [e["name"] for e in spans if e["pid"] == rank and e["tid"] == 2]
+        assert training == ["forward", "backward", "step"]
         steps = [e for e in spans if e["pid"] == rank and e["tid"] == 1]
         if n == 1:
             assert steps == []  # one rank copies: no ring

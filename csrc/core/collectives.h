@@ -96,7 +96,9 @@ class Collectives {
     TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
     transport_.begin(call_);
     try {
-      return runOne(task, moveData);
+      std::vector<CollHeader> headers = runOne(task, moveData);
+      span.describe(headers[0].chosen, static_cast<int>(task.dtype), static_cast<int>(task.op));
+      return headers;
     } catch (const Refused&) {  // every rank refused it alike, before any data moved
       throw;
     } catch (const InvalidCall&) {

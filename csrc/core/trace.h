@@ -15,6 +15,7 @@ struct TraceEvent {
   uint64_t seq;      // the collective's sequence number
   int step;          // step within the round (-1: the whole collective)
   uint64_t bytes;
+  int algo = -1, dtype = -1, op = -1;  // a whole collective's, once known (codes)
 };
 
 class Tracer {
@@ -32,7 +33,7 @@ class Tracer {
 class TraceSpan {
  public:
   TraceSpan(Tracer& tracer, const char* name, uint64_t seq, int step, uint64_t bytes)
-      : tracer_(tracer.enabled ? &tracer : nullptr), event_{name, 0, 0, seq, step, bytes} {
+      : tracer_(tracer.enabled ? &tracer : nullptr), event_{name, 0, 0, seq, step, bytes, -1, -1, -1} {
     if (tracer_) event_.startUs = Tracer::nowUs();
   }
   ~TraceSpan() {
@@ -40,6 +41,12 @@ class TraceSpan {
       event_.durationUs = Tracer::nowUs() - event_.startUs;
       tracer_->events.push_back(event_);
     }
+  }
+  // What ran: the algorithm (auto resolved), the dtype and the op, for the trace's args.
+  void describe(int algo, int dtype, int op) {
+    event_.algo = algo;
+    event_.dtype = dtype;
+    event_.op = op;
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;

@@ -17,6 +17,7 @@ gives the optimizer float32 master copies of those chunks instead (mixed.py).
 """
 from contextlib import contextmanager
 
+from .. import trace
 from ..optim import AdamW
 from ..tensor import Tensor, is_grad_enabled
 from . import checkpoint, stages
@@ -74,7 +75,8 @@ class DataParallel:
     # -- forward and backward ---------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        out = self.module(*args, **kwargs)
+        with trace.span("forward"):
+            out = self.module(*args, **kwargs)
         self.param_store.forward_done()
         if is_grad_enabled() and isinstance(out, Tensor) and out.requires_grad:
             launching = self._sync and self.overlap
@@ -108,12 +110,13 @@ class DataParallel:
     # -- update -----------------------------------------------------------------------------------
 
     def step(self):
-        self.launcher.launch_rest()
-        self.comm.wait_all(self.launcher.works)
-        self.grad_sync.done()
-        self.param_store.update(self._step_optimizer)
-        self.comm.end_step()
-        self.launcher.reset()
+        with trace.span("step"):
+            self.launcher.launch_rest()
+            self.comm.wait_all(self.launcher.works)
+            self.grad_sync.done()
+            self.param_store.update(self._step_optimizer)
+            self.comm.end_step()
+            self.launcher.reset()
 
     def _step_optimizer(self):
         """The optimizer's update of the owned chunks; False if mixed precision skipped it (a
