@@ -341,7 +341,8 @@ def _leave_at_exit():
 def init(mpi_comm=None, timeout=None, *, store=None, rank=None, size=None):
     """A communicator over mpi_comm (MPI.COMM_WORLD by default); 1 rank without mpiexec. Or,
     with no MPI in the job (under torchrun), over a torch.distributed Store shared by `size`
-    processes, this one `rank`: every rank on one host (shared memory)."""
+    processes, this one `rank`: every rank on one host (shared memory). One store (or
+    PrefixStore) per group of ranks: each rank counts its communicators in it."""
     return Communicator(mpi_comm, timeout=timeout, store=store, rank=rank, size=size)
 
 

@@ -24,6 +24,7 @@ class StoreWire:
 
     def __init__(self, store, rank, size, prefix="dpcore"):
         self.store, self.rank, self.size, self.prefix = store, rank, size, prefix
+        self._broken = None  # why the store failed
         self.mark = f"generation {self._store(store.add, f'{prefix}/begun/{rank}', 1)}"
 
     def pids(self):
@@ -60,12 +61,16 @@ class StoreWire:
     def _key(self, tag, src, dst):
         return f"{self.prefix}/{self.mark}/{tag}/{src}->{dst}"
 
-    @staticmethod
-    def _store(call, *args):
-        try:
-            return call(*args)
-        except Exception as e:  # torch's DistStoreError, or a RuntimeError of a lost connection
-            raise WireError(f"the store failed: {type(e).__name__}: {e}") from e
+    def _store(self, call, *args):
+        # once failed, not asked again: a TCPStore whose server is gone fails every call, and
+        # logs each failure with a stack trace
+        if self._broken is None:
+            try:
+                return call(*args)
+            except Exception as e:  # torch's DistStoreError, or a lost connection's RuntimeError
+                first = (str(e).strip().splitlines() or [""])[0]  # torch appends a C++ stack
+                self._broken = f"the store failed: {type(e).__name__}: {first}"
+        raise WireError(self._broken)
 
 
 def refuse_what_needs_mpi(boot, settings):

@@ -5,8 +5,9 @@ use of MPI on this path fails the run.
 Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
   STORE = file:   a torch.distributed.FileStore on DIR/store, wrapped in a PrefixStore (as torch
                   wraps a process group's)
-          env:    torch's env:// rendezvous (under torchrun: the agent's TCPStore); RANK and SIZE
-                  come from it
+          env:    torch's env:// rendezvous (under torchrun: the agent's TCPStore), in a
+                  PrefixStore; RANK and SIZE come from it
+          dir:    dir_store.DirStore on DIR/store (the same calls; no torch to import)
   MODE  = collectives: every collective against NumPy (integer-valued data, so exact), alloc,
                   close, and a second communicator on the same store; 'rank R: ok'
           die-after-hello: rank SIZE-1 SIGKILLs itself inside init right after the pids were
@@ -28,7 +29,6 @@ import time
 sys.modules["mpi4py"] = None  # `import mpi4py` now raises ImportError: MPI must not be needed
 
 import numpy as np  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 
 import dpcore  # noqa: E402
 import dpcore.bootstrap  # noqa: E402
@@ -37,12 +37,20 @@ from fault_kit import Marks, report_error, say  # noqa: E402
 
 mode, kind, directory = sys.argv[1], sys.argv[2], sys.argv[3]
 marks = Marks(directory)
-if kind == "env":
-    store, rank, size = next(dist.rendezvous("env://"))
-    store = dist.PrefixStore("default_pg", store)
-else:
+if kind == "dir":
+    from dir_store import DirStore
+
     rank, size = int(sys.argv[4]), int(sys.argv[5])
-    store = dist.PrefixStore("default_pg", dist.FileStore(os.path.join(directory, "store"), size))
+    store = DirStore(os.path.join(directory, "store"))
+else:
+    import torch.distributed as dist
+
+    if kind == "env":
+        store, rank, size = next(dist.rendezvous("env://"))
+    else:
+        rank, size = int(sys.argv[4]), int(sys.argv[5])
+        store = dist.FileStore(os.path.join(directory, "store"), size)
+    store = dist.PrefixStore("default_pg", store)
 victim = {"die-after-hello": size - 1, "die-creating-segment": 0, "exit": size - 1}.get(mode)
 
 

@@ -1,0 +1,106 @@
+"""Issue 15: dpcore.init(store=..., rank=R, size=N) with no MPI in the job, as a torch.distributed
+backend is set up under torchrun: shared memory among the ranks of one host, exactly as under
+mpiexec, and a clear error on every rank, never a hang, where only MPI would do.
+
+Each rank is a plain Python process (tests/scripts/store_rank.py) in which mpi4py cannot be
+imported. The collectives run on torch's own stores (a FileStore, and under torchrun the agent's
+TCPStore); the faults and refusals on dir_store.DirStore, the same five calls without torch,
+whose import would cost each rank about 4 s of CPU.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mpi_helpers import SCRIPTS, kill_session, rank_lines
+
+LAUNCH_TIMEOUT = 120  # a last resort: DPCORE_TIMEOUT=60 surfaces a hang first
+BOUND = 5.0  # seconds from a death to every survivor's error
+# what a launcher of MPI would have put in the environment: these processes have none
+_NO_LAUNCHER = {k: None for k in os.environ if k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
+
+
+def launch(mode, n, store, directory, env=None, torchrun=False):
+    """Run store_rank.py MODE STORE DIR as n processes (or under torchrun), each in a session of
+    its own; returns their output, each process's lines together."""
+    full = {**os.environ, "DPCORE_TIMEOUT": "60", **_NO_LAUNCHER, **(env or {})}
+    full = {k: v for k, v in full.items() if v is not None}
+    script = [SCRIPTS / "store_rank.py", mode, store, directory]
+    if torchrun:
+        argv = [["-m", "torch.distributed.run", "--nproc-per-node", n, *script]]
+    else:
+        argv = [[*script, r, n] for r in range(n)]
+    procs = [subprocess.Popen([sys.executable, *map(str, a)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, env=full, text=True,
+                              start_new_session=True) for a in argv]
+    deadline, output = time.monotonic() + LAUNCH_TIMEOUT, ""
+    try:
+        for p in procs:
+            output += p.communicate(timeout=max(deadline - time.monotonic(), 1))[0]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            kill_session(p.pid)
+        pytest.fail(f"store_rank.py {mode} timed out after {LAUNCH_TIMEOUT} s; so far:\n{output}")
+    return output
+
+
+def ok_ranks(output):
+    return {int(r) for r in re.findall(r"^rank (\d+): ok$", output, re.MULTILINE)}
+
+
+def test_collectives_on_a_file_store_match_numpy_without_mpi(tmp_path):
+    """3 ranks on a torch FileStore (in a PrefixStore): all_reduce, reduce_scatter, all_gather
+    and broadcast at sizes from 0 to 100003 elements equal NumPy's exactly, comm.alloc gives
+    shared buffers, close works, and a second communicator on the same store works too."""
+    output = launch("collectives", 3, "file", tmp_path)
+    assert ok_ranks(output) == {0, 1, 2}, output
+
+
+def test_collectives_under_torchrun(tmp_path):
+    """`torchrun --nproc-per-node 2`: the store of torch's env:// rendezvous, the same checks."""
+    output = launch("collectives", 2, "env", tmp_path, torchrun=True)
+    assert ok_ranks(output) == {0, 1}, output
+
+
+@pytest.mark.parametrize("mode, n, victim", [("die-after-hello", 3, 2),
+                                             ("die-creating-segment", 2, 0),
+                                             ("exit", 2, 1)])
+def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, n, victim,
+                                                                           tmp_path):
+    """A rank SIGKILLed inside init once the pids were exchanged, or after it created the node's
+    segment (which nobody may map now: the survivors remove it), or one that exits without
+    closing its communicator while the others are in an all_reduce: every other rank raises a
+    CommError naming it, and no other rank, within BOUND seconds (DPCORE_TIMEOUT=60)."""
+    before = {p.name for p in os.scandir("/dev/shm") if p.name.startswith("dpcore-")}
+    output = launch(mode, n, "dir", tmp_path)
+    errors = rank_lines(output, "error")
+    for r in set(range(n)) - {victim}:
+        assert r in errors, f"rank {r} reported no error:\n{output}"
+        seconds, message = errors[r].split(" | ", 1)
+        assert float(seconds) < BOUND, f"rank {r} took {seconds} s:\n{output}"
+        assert message.startswith(f"CommError: dpcore "), message
+        named = set(map(int, re.findall(r"\brank (\d+) ", re.sub(r"on rank \d+", "", message))))
+        assert named == {victim}, f"rank {r} names ranks {named}: {message}"
+    victim_pid = rank_lines(output, "pid")[victim]
+    left = {p.name for p in os.scandir("/dev/shm") if p.name.startswith(f"dpcore-{victim_pid}-")}
+    assert not left - before, f"the dead rank's segments stayed: {left}"
+
+
+@pytest.mark.parametrize("mode, env, kind, says", [
+    ("refuse", {"DPCORE_TRANSPORT": "mpi"}, "ValueError", "DPCORE_TRANSPORT=mpi needs MPI"),
+    ("refuse", {"DPCORE_NODE_SIZE": "1"}, "ValueError", "DPCORE_NODE_SIZE=1 needs MPI"),
+    ("other-host", {}, "RuntimeError", "2 hosts"),
+], ids=["transport-mpi", "node-size", "two-hosts"])
+def test_what_needs_mpi_is_refused_on_every_rank(mode, env, kind, says, tmp_path):
+    """With a store there is no MPI to carry bytes between hosts: DPCORE_TRANSPORT=mpi,
+    DPCORE_NODE_SIZE, or a rank on another host (rank 1's dpcore.bootstrap._host is faked) make
+    init raise on every rank, saying that MPI is needed and how to launch with it."""
+    output = launch(mode, 2, "dir", tmp_path, env=env)
+    refused = rank_lines(output, "refused")
+    assert set(refused) == {0, 1}, output
+    for r, message in refused.items():
+        assert message.startswith(f"{kind}: dpcore init on rank {r}: "), message
+        assert says in message and "mpiexec" in message, message
