@@ -13,9 +13,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+import dpcore
 from mpi_helpers import SCRIPTS, kill_session, rank_lines
+
+sys.path.insert(0, str(SCRIPTS))
+from dir_store import DirStore  # noqa: E402
 
 LAUNCH_TIMEOUT = 120  # a last resort: DPCORE_TIMEOUT=60 surfaces a hang first
 BOUND = 5.0  # seconds from a death to every survivor's error
@@ -23,16 +28,18 @@ BOUND = 5.0  # seconds from a death to every survivor's error
 _NO_LAUNCHER = {k: None for k in os.environ if k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
 
 
-def launch(mode, n, store, directory, env=None, torchrun=False):
+def launch(mode, n, store, directory, env=None, torchrun=False, ranks=None):
     """Run store_rank.py MODE STORE DIR as n processes (or under torchrun), each in a session of
-    its own; returns their output, each process's lines together."""
+    its own, or only the ranks in `ranks`; returns their output, each process's lines
+    together."""
     full = {**os.environ, "DPCORE_TIMEOUT": "60", **_NO_LAUNCHER, **(env or {})}
     full = {k: v for k, v in full.items() if v is not None}
     script = [SCRIPTS / "store_rank.py", mode, store, directory]
     if torchrun:
-        argv = [["-m", "torch.distributed.run", "--nproc-per-node", n, *script]]
+        # --standalone: a rendezvous on a free port (not 29500, which a concurrent job may hold)
+        argv = [["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", n, *script]]
     else:
-        argv = [[*script, r, n] for r in range(n)]
+        argv = [[*script, r, n] for r in (range(n) if ranks is None else ranks)]
     procs = [subprocess.Popen([sys.executable, *map(str, a)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=full, text=True,
                               start_new_session=True) for a in argv]
@@ -81,7 +88,7 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
         assert r in errors, f"rank {r} reported no error:\n{output}"
         seconds, message = errors[r].split(" | ", 1)
         assert float(seconds) < BOUND, f"rank {r} took {seconds} s:\n{output}"
-        assert message.startswith(f"CommError: dpcore "), message
+        assert message.startswith("CommError: dpcore "), message
         named = set(map(int, re.findall(r"\brank (\d+) ", re.sub(r"on rank \d+", "", message))))
         assert named == {victim}, f"rank {r} names ranks {named}: {message}"
     victim_pid = rank_lines(output, "pid")[victim]
@@ -91,16 +98,48 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
 
 @pytest.mark.parametrize("mode, env, kind, says", [
     ("refuse", {"DPCORE_TRANSPORT": "mpi"}, "ValueError", "DPCORE_TRANSPORT=mpi needs MPI"),
-    ("refuse", {"DPCORE_NODE_SIZE": "1"}, "ValueError", "DPCORE_NODE_SIZE=1 needs MPI"),
     ("other-host", {}, "RuntimeError", "2 hosts"),
-], ids=["transport-mpi", "node-size", "two-hosts"])
+], ids=["transport-mpi", "two-hosts"])
 def test_what_needs_mpi_is_refused_on_every_rank(mode, env, kind, says, tmp_path):
-    """With a store there is no MPI to carry bytes between hosts: DPCORE_TRANSPORT=mpi,
-    DPCORE_NODE_SIZE, or a rank on another host (rank 1's dpcore.bootstrap._host is faked) make
-    init raise on every rank, saying that MPI is needed and how to launch with it."""
+    """With a store there is no MPI to carry bytes between hosts: DPCORE_TRANSPORT=mpi, or a rank
+    on another host (rank 1's dpcore.bootstrap._host is faked) make init raise on every rank,
+    saying that MPI is needed and how to launch with it. (The other settings that need MPI:
+    test_one_rank_on_a_store_and_bad_arguments.)"""
     output = launch(mode, 2, "dir", tmp_path, env=env)
     refused = rank_lines(output, "refused")
     assert set(refused) == {0, 1}, output
     for r, message in refused.items():
         assert message.startswith(f"{kind}: dpcore init on rank {r}: "), message
         assert says in message and "mpiexec" in message, message
+
+
+def test_a_rank_that_never_comes_is_named_when_the_timeout_runs_out(tmp_path):
+    """Rank 0 of 2 alone, DPCORE_TIMEOUT=1: its CommError names rank 1 and the step."""
+    output = launch("exit", 2, "dir", tmp_path, env={"DPCORE_TIMEOUT": "1"}, ranks=[0])
+    message = rank_lines(output, "error")[0].split(" | ", 1)[1]
+    assert message == ("CommError: dpcore init on rank 0: timed out after 1 s waiting for rank 1 "
+                       "(exchange hosts and pids)"), output
+
+
+def test_one_rank_on_a_store_and_bad_arguments(tmp_path, monkeypatch):
+    """In this process: one rank on a store is a working communicator; DPCORE_NODE_SIZE and
+    DPCORE_TRACE, which need MPI, are refused; a rank or size that is no int, a rank outside the
+    size, a store beside an MPI communicator, or a rank without a store is refused before
+    anything is sent."""
+    store = DirStore(tmp_path / "store")
+    with dpcore.init(store=store, rank=0, size=1) as comm:
+        assert (comm.rank, comm.size, comm.transport) == (0, 1, "shm")
+        assert comm.all_reduce(np.arange(5)).tolist() == [0, 1, 2, 3, 4]
+    for name, value in (("DPCORE_NODE_SIZE", "1"), ("DPCORE_TRACE", str(tmp_path / "t.json"))):
+        with monkeypatch.context() as env:
+            env.setenv(name, value)
+            with pytest.raises(ValueError, match=f"on rank 0: {name}=.* needs MPI.*mpiexec"):
+                dpcore.init(store=store, rank=0, size=1)
+    with pytest.raises(TypeError, match="rank must be an int"):
+        dpcore.init(store=store, rank="0", size=1)
+    with pytest.raises(ValueError, match=r"rank 2 is not in \[0, 2\)"):
+        dpcore.init(store=store, rank=2, size=2)
+    with pytest.raises(ValueError, match="not both"):
+        dpcore.init(object(), store=store, rank=0, size=1)
+    with pytest.raises(ValueError, match="go with a store"):
+        dpcore.init(rank=0, size=1)
