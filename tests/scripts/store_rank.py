@@ -14,8 +14,8 @@ Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
                   exchanged; the others print 'rank R: error SECONDS | TYPE: MESSAGE'
           die-creating-segment: rank 0 SIGKILLs itself inside init right after creating the
                   node's segment, before the others map it
-          exit: rank SIZE-1 sys.exit()s without closing its communicator; the others are in
-                  an all_reduce
+          exit: rank SIZE-1 sys.exit()s without closing its communicator, and lives on for
+                  2 s after dpcore's atexit hook; the others are in an all_reduce
           refuse: init must fail (the test sets DPCORE_TRANSPORT=mpi); 'rank R: refused TYPE:
                   MESSAGE'
           other-host: as refuse, with rank 1 on a host of its own (dpcore.bootstrap._host)
@@ -27,6 +27,10 @@ import sys
 import time
 
 sys.modules["mpi4py"] = None  # `import mpi4py` now raises ImportError: MPI must not be needed
+
+import atexit  # noqa: E402
+linger = []  # seconds the victim of "exit" stays alive after dpcore's atexit hook told the peers
+atexit.register(lambda: time.sleep(sum(linger)))  # registered before dpcore's: runs after it
 
 import numpy as np  # noqa: E402
 
@@ -129,6 +133,7 @@ try:
         if rank == victim:
             time.sleep(0.5)  # the others are in the all_reduce by now
             marks.make("fault")
+            linger.append(2.0)  # so the others hear it from dpcore's atexit hook, not its pid
             sys.exit(0)  # atexit tells the others, without MPI
         comm.all_reduce(np.ones(1 << 16, np.float32))
         say(rank, "no error")
