@@ -130,16 +130,26 @@ class Bootstrap:
         # begun on the wire, from now on a random one of rank 0's.
         host = _host()
         try:
-            everyone = self.allgather((host, os.getpid(), secrets.token_hex(8)),
+            everyone = self.allgather((host, os.getpid(), secrets.token_hex(8), self.size),
                                       "init: exchange hosts and pids", tag="hello")
-            self.hosts = [h for h, _, _ in everyone]
-            self.pids = [p if h == host else 0 for h, p, _ in everyone]
+            self.hosts = [h for h, _, _, _ in everyone]
+            self.pids = [p if h == host else 0 for h, p, _, _ in everyone]
+            self._check_sizes([n for _, _, _, n in everyone])
             wire.mark = everyone[0][2]  # rank 0's: this bootstrap's, on every rank
             wire.settle(self)  # over MPI: a duplicate communicator, dpcore's own
         except BaseException as e:
             self.fail(e)  # a peer that waits for what this rank knows hears it
             raise
         self.world = Group(self, range(self.size))
+
+    def _check_sizes(self, sizes):
+        """Every rank must have been given the same size (over a store each is told its own): a
+        rank told a larger one waits in the hello for ranks that never come."""
+        if len(set(sizes)) > 1:
+            self._done -= 1  # the hello failed here: a peer still in it must hear it (leave)
+            told = ", ".join(f"rank {r}: {n}" for r, n in enumerate(sizes))
+            raise ValueError(f"dpcore init on rank {self.rank}: the ranks were given different "
+                             f"sizes ({told})")
 
     @property
     def comm(self):

@@ -28,10 +28,10 @@ BOUND = 5.0  # seconds from a death to every survivor's error
 _NO_LAUNCHER = {k: None for k in os.environ if k.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
 
 
-def launch(mode, n, store, directory, env=None, torchrun=False, ranks=None):
+def launch(mode, n, store, directory, env=None, torchrun=False, ranks=None, sizes=None):
     """Run store_rank.py MODE STORE DIR as n processes (or under torchrun), each in a session of
-    its own, or only the ranks in `ranks`; returns their output, each process's lines
-    together."""
+    its own, or only the ranks in `ranks`, rank r told the size sizes[r] (default n); returns
+    their output, each process's lines together."""
     full = {**os.environ, "DPCORE_TIMEOUT": "60", **_NO_LAUNCHER, **(env or {})}
     full = {k: v for k, v in full.items() if v is not None}
     script = [SCRIPTS / "store_rank.py", mode, store, directory]
@@ -39,7 +39,8 @@ def launch(mode, n, store, directory, env=None, torchrun=False, ranks=None):
         # --standalone: a rendezvous on a free port (not 29500, which a concurrent job may hold)
         argv = [["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", n, *script]]
     else:
-        argv = [[*script, r, n] for r in (range(n) if ranks is None else ranks)]
+        argv = [[*script, r, n if sizes is None else sizes[r]]
+                for r in (range(n) if ranks is None else ranks)]
     procs = [subprocess.Popen([sys.executable, *map(str, a)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env=full, text=True,
                               start_new_session=True) for a in argv]
@@ -122,6 +123,17 @@ def test_a_rank_that_never_comes_is_named_when_the_timeout_runs_out(tmp_path):
     message = rank_lines(output, "error")[0].split(" | ", 1)[1]
     assert message == ("CommError: dpcore init on rank 0: timed out after 1 s waiting for rank 1 "
                        "(exchange hosts and pids)"), output
+
+
+def test_ranks_given_different_sizes_are_told_so(tmp_path):
+    """Rank 0 told size 2, rank 1 size 3: rank 0 sees it in the hello, and rank 1, which would
+    wait for a rank 2 that never comes, hears it from rank 0; neither waits for the timeout."""
+    output = launch("exit", 2, "dir", tmp_path, sizes=[2, 3])
+    errors = {r: line.split(" | ", 1)[1] for r, line in rank_lines(output, "error").items()}
+    says = "the ranks were given different sizes (rank 0: 2, rank 1: 3)"
+    assert errors.get(0) == f"ValueError: dpcore init on rank 0: {says}", output
+    assert errors.get(1, "").startswith("CommError: dpcore init on rank 1: rank 0 failed: "), output
+    assert says in errors[1], output
 
 
 def test_one_rank_on_a_store_and_bad_arguments(tmp_path, monkeypatch):
