@@ -237,6 +237,8 @@ class Bootstrap:
         waiting = list(peers)
 
         def arrived():
+            if not self.wire.all_sent(waiting, tag):
+                return False
             for r in list(waiting):
                 taken = self.wire.take(r, tag)
                 if taken:

@@ -55,6 +55,11 @@ class StoreWire:
                 self._store(self.store.delete_key, key)
         return taken
 
+    def all_sent(self, sources, tag):
+        """Whether every rank in `sources` has sent under `tag`: one round trip to the store
+        while a step waits, where take() would make one per source."""
+        return self._store(self.store.check, [self._key(tag, src, self.rank) for src in sources])
+
     def flush(self, seconds):
         pass  # a set() has reached the store when it returns
 
