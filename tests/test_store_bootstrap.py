@@ -93,8 +93,8 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
         assert message.startswith("CommError: dpcore "), message
         named = set(map(int, re.findall(r"\brank (\d+) ", re.sub(r"on rank \d+", "", message))))
         assert named == {victim}, f"rank {r} names ranks {named}: {message}"
-        if mode == "exit":  # told by dpcore's atexit hook (with no MPI): its pid goes 2 s later
-            assert "closed its communicator" in message and float(seconds) < 1.0, errors[r]
+        if mode == "exit":  # told by dpcore's atexit hook (with no MPI): its pid goes 2.5 s later
+            assert "closed its communicator" in message and float(seconds) < 1.5, errors[r]
     victim_pid = rank_lines(output, "pid")[victim]
     left = {p.name for p in os.scandir("/dev/shm") if p.name.startswith(f"dpcore-{victim_pid}-")}
     assert not left - before, f"the dead rank's segments stayed: {left}"

@@ -15,7 +15,7 @@ Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
           die-creating-segment: rank 0 SIGKILLs itself inside init right after creating the
                   node's segment, before the others map it
           exit: rank SIZE-1 sys.exit()s without closing its communicator, and lives on for
-                  2 s after dpcore's atexit hook; the others are in an all_reduce
+                  2.5 s after dpcore's atexit hook; the others are in an all_reduce
           refuse: init must fail (the test sets DPCORE_TRANSPORT=mpi); 'rank R: refused TYPE:
                   MESSAGE'
           other-host: as refuse, with rank 1 on a host of its own (dpcore.bootstrap._host)
@@ -133,7 +133,7 @@ try:
         if rank == victim:
             time.sleep(0.5)  # the others are in the all_reduce by now
             marks.make("fault")
-            linger.append(2.0)  # so the others hear it from dpcore's atexit hook, not its pid
+            linger.append(2.5)  # so the others hear it from dpcore's atexit hook, not its pid
             sys.exit(0)  # atexit tells the others, without MPI
         comm.all_reduce(np.ones(1 << 16, np.float32))
         say(rank, "no error")
