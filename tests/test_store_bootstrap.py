@@ -7,6 +7,7 @@ imported. The collectives run on torch's own stores (a FileStore, and under torc
 TCPStore); the faults and refusals on dir_store.DirStore, the same five calls without torch,
 whose import would cost each rank about 4 s of CPU.
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -19,8 +20,16 @@ import pytest
 import dpcore
 from mpi_helpers import SCRIPTS, kill_session, rank_lines
 
-sys.path.insert(0, str(SCRIPTS))
-from dir_store import DirStore  # noqa: E402
+
+def _dir_store_class():
+    """dir_store.DirStore, loaded without putting tests/scripts on this process's path."""
+    spec = importlib.util.spec_from_file_location("dir_store", SCRIPTS / "dir_store.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.DirStore
+
+
+DirStore = _dir_store_class()
 
 LAUNCH_TIMEOUT = 120  # a last resort: DPCORE_TIMEOUT=60 surfaces a hang first
 BOUND = 5.0  # seconds from a death to every survivor's error
