@@ -104,6 +104,11 @@ def check_collectives(comm):
             assert np.array_equal(comm.broadcast(buf, root=root), values(n, root)), (n, root)
     buf = comm.alloc(4096, np.int32)
     assert buf.shape == (4096,) and not buf.any()
+    owner = buf
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    owner = owner.obj if isinstance(owner, memoryview) else owner
+    assert isinstance(owner, dpcore._C.SharedBuffer), owner  # memory the peers map
     buf[:] = np.arange(4096) + rank
     assert np.array_equal(comm.all_reduce(buf, out=buf),
                           size * np.arange(4096) + sum(range(size)))
