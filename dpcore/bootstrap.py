@@ -126,8 +126,8 @@ class Bootstrap:
         # before anything waits, they reach the peers even from a rank that dies at once. Until
         # they come, the launcher's (wire.pids(): launcher_pids) watch the peers on this host;
         # only the deadline watches a rank found in neither. Every message carries the wire's
-        # mark, and one with another is dropped: until now how many bootstraps this process has
-        # begun on the wire, from now on a random one of rank 0's.
+        # mark, and one with another is never taken: until the hello, how many bootstraps this
+        # rank has begun on the wire's communicator or store; after it, rank 0's random one.
         host = _host()
         try:
             everyone = self.allgather((host, os.getpid(), secrets.token_hex(8), self.size),
