@@ -24,7 +24,7 @@ from .cost import auto as _auto
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
 from .mpi_comms import release_when_dropped
-from .store_wire import StoreWire, refuse_what_needs_mpi
+from .store_wire import StoreWire, refuse_what_needs_mpi, trace_gather
 from .sharding import shard_range
 from .work import Work
 
@@ -73,7 +73,8 @@ class Communicator:
             raise
         _live.add(self)
         if trace.enabled():
-            trace.watch(self.rank, self._backend)
+            trace.watch(self.rank, self._backend,
+                        None if boot.comm is not None else trace_gather(boot.wire, self.timeout))
 
     def _connect(self, boot):
         self._mpi = boot.comm  # for tools that exchange a little over MPI (dpcore.cost fit)

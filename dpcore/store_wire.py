@@ -13,6 +13,8 @@ this rank's own: the same on every rank, as they begin their communicators in on
 then on rank 0's random one, which the hello carried.
 """
 import pickle
+import sys
+import time
 
 from .bootstrap import WireError
 
@@ -91,9 +93,35 @@ def refuse_what_needs_mpi(boot, settings):
                            f"hosts ({', '.join(hosts)}), and across hosts dpcore needs MPI: "
                            f"{launch}")
     needs = {"DPCORE_TRANSPORT=mpi": settings.transport == "mpi",
-             f"DPCORE_NODE_SIZE={settings.node_size}": settings.node_size > 0,
-             f"DPCORE_TRACE={settings.trace}": bool(settings.trace)}  # gathered over MPI at exit
+             f"DPCORE_NODE_SIZE={settings.node_size}": settings.node_size > 0}
     for setting, needed in needs.items():
         if needed:
             raise ValueError(f"dpcore init on rank {boot.rank}: {setting} needs MPI, and this "
                              f"communicator is made on a store: {launch}")
+
+
+def trace_gather(wire, timeout):
+    """For DPCORE_TRACE (dpcore.trace) at exit: a function that brings every rank's events to
+    rank 0 through the store of `wire` (a StoreWire, its mark still this communicator's) and
+    returns them there (None elsewhere). Rank 0 waits for each rank's at most `timeout`
+    seconds, and writes what came, saying who is missing."""
+    def key(rank):
+        return f"{wire.prefix}/{wire.mark}/trace/{rank}"
+
+    def gather(events):
+        if wire.rank != 0:
+            wire.store.set(key(wire.rank), pickle.dumps(events))
+            return None
+        everyone, missing = list(events), list(range(1, wire.size))
+        deadline = time.monotonic() + timeout
+        while missing and time.monotonic() < deadline:
+            for r in [r for r in missing if wire.store.check([key(r)])]:
+                everyone += pickle.loads(wire.store.get(key(r)))
+                wire.store.delete_key(key(r))
+                missing.remove(r)
+            time.sleep(0.01)
+        if missing:
+            print(f"dpcore: DPCORE_TRACE: no events from ranks {missing} after {timeout:g} s",
+                  file=sys.stderr)
+        return everyone
+    return gather

@@ -2,7 +2,8 @@
 per rank, a span per collective and, below it, a span per ring step (one verb of one round).
 
 Each communicator's backend records in C++ while tracing is on; at exit the ranks gather their
-events to rank 0 over MPI, which writes the file.
+events to rank 0, which writes the file: over MPI (COMM_WORLD), or, in a job without MPI, through
+the store of the first traced communicator (dpcore.store_wire.trace_gather).
 """
 import atexit
 import json
@@ -12,17 +13,22 @@ from . import settings
 _PATH = settings.setting("trace")
 _events = []  # (rank, event tuple) from closed communicators
 _open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
+_gather = []  # how the events meet at rank 0, where the first communicator was made on a store
 
 
 def enabled():
     return bool(_PATH)
 
 
-def watch(rank, backend):
-    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane."""
+def watch(rank, backend, gather=None):
+    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane.
+    gather: for a communicator made on a store, gather(events) -> every rank's events on rank
+    0 (None elsewhere); None: over MPI."""
     backend.enable_trace(True)
     if not _open and not _events:
         atexit.register(_write)
+        if gather is not None:
+            _gather.append(gather)
     _open[id(backend)] = (rank, backend)
 
 
@@ -51,13 +57,17 @@ def chrome_events(events):
 
 
 def _write():
-    from mpi4py import MPI
-
     for _, backend in list(_open.values()):
         collect(backend)
-    world = MPI.COMM_WORLD
-    gathered = world.gather(_events, root=0)
-    if world.Get_rank() == 0:
-        events = [e for rank_events in gathered for e in rank_events]
+    events = (_gather[0] if _gather else _gather_over_mpi)(_events)
+    if events is not None:
         with open(_PATH, "w") as f:
             json.dump({"traceEvents": chrome_events(events), "displayTimeUnit": "ns"}, f)
+
+
+def _gather_over_mpi(events):
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    gathered = world.gather(events, root=0)
+    return [e for rank_events in gathered for e in rank_events] if gathered else None

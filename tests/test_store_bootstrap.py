@@ -8,6 +8,7 @@ TCPStore); the faults and refusals on dir_store.DirStore, the same five calls wi
 whose import would cost each rank about 4 s of CPU.
 """
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -145,20 +146,36 @@ def test_ranks_given_different_sizes_are_told_so(tmp_path):
     assert says in errors[1], output
 
 
+def test_the_trace_is_gathered_through_the_store(tmp_path):
+    """DPCORE_TRACE on 2 ranks of a store: at exit rank 0 writes one Chrome trace with both
+    ranks' lanes, their collectives in order and the ring's steps (test_trace.py checks the
+    steps' order under mpiexec)."""
+    path = tmp_path / "trace.json"
+    output = launch("trace", 2, "dir", tmp_path, env={"DPCORE_TRACE": str(path)})
+    assert ok_ranks(output) == {0, 1}, output
+    events = json.loads(path.read_text())["traceEvents"]
+    lanes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert lanes == {0, 1}, events
+    for rank in (0, 1):
+        spans = [e for e in events if e["ph"] == "X" and e["pid"] == rank]
+        assert [e["name"] for e in spans if e["tid"] == 0] == ["all_reduce", "all_reduce",
+                                                               "broadcast"]
+        assert {e["args"]["seq"] for e in spans if e["tid"] == 1} == {1, 3}  # ring steps
+
+
 def test_one_rank_on_a_store_and_bad_arguments(tmp_path, monkeypatch):
-    """In this process: one rank on a store is a working communicator; DPCORE_NODE_SIZE and
-    DPCORE_TRACE, which need MPI, are refused; a rank or size that is no int, a rank outside the
-    size, a store beside an MPI communicator, or a rank without a store is refused before
-    anything is sent."""
+    """In this process: one rank on a store is a working communicator; DPCORE_NODE_SIZE, which
+    needs MPI, is refused; a rank or size that is no int, a rank outside the size, a store
+    beside an MPI communicator, or a rank without a store is refused before anything is
+    sent."""
     store = DirStore(tmp_path / "store")
     with dpcore.init(store=store, rank=0, size=1) as comm:
         assert (comm.rank, comm.size, comm.transport) == (0, 1, "shm")
         assert comm.all_reduce(np.arange(5)).tolist() == [0, 1, 2, 3, 4]
-    for name, value in (("DPCORE_NODE_SIZE", "1"), ("DPCORE_TRACE", str(tmp_path / "t.json"))):
-        with monkeypatch.context() as env:
-            env.setenv(name, value)
-            with pytest.raises(ValueError, match=f"on rank 0: {name}=.* needs MPI.*mpiexec"):
-                dpcore.init(store=store, rank=0, size=1)
+    monkeypatch.setenv("DPCORE_NODE_SIZE", "1")
+    with pytest.raises(ValueError, match="on rank 0: DPCORE_NODE_SIZE=1 needs MPI.*mpiexec"):
+        dpcore.init(store=store, rank=0, size=1)
+    monkeypatch.delenv("DPCORE_NODE_SIZE")
     with pytest.raises(TypeError, match="rank must be an int"):
         dpcore.init(store=store, rank="0", size=1)
     with pytest.raises(ValueError, match=r"rank 2 is not in \[0, 2\)"):

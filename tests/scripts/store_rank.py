@@ -16,6 +16,8 @@ Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
                   node's segment, before the others map it
           exit: rank SIZE-1 sys.exit()s without closing its communicator, and lives on for
                   2.5 s after dpcore's atexit hook; the others are in an all_reduce
+          trace:  (DPCORE_TRACE set by the test) a ring all_reduce, a one_shot all_reduce and a
+                  ring broadcast, then a normal exit, at which rank 0 writes the trace
           refuse: init must fail (the test sets DPCORE_TRANSPORT=mpi); 'rank R: refused TYPE:
                   MESSAGE'
           other-host: as refuse, with rank 1 on a host of its own (dpcore.bootstrap._host)
@@ -133,6 +135,14 @@ if rank == victim or mode == "other-host":
 try:
     if mode == "collectives":
         collectives()
+    elif mode == "trace":  # as tests/scripts/trace_run.py does under mpiexec
+        comm = dpcore.init(store=store, rank=rank, size=size)
+        x = np.arange(200_003, dtype=np.float32)
+        comm.all_reduce(x, out=x, algo="ring")
+        comm.all_reduce(x[:5], algo="one_shot")
+        comm.broadcast(x, root=comm.size - 1, algo="ring")
+        say(rank, "ok")
+        sys.exit(0)  # the trace is gathered at exit
     elif mode == "exit":
         comm = dpcore.init(store=store, rank=rank, size=size)
         if rank == victim:
