@@ -1,16 +1,18 @@
-"""Setting a communicator up over MPI without a call that could wait forever.
+"""Setting a communicator up without a call that could wait forever.
 
-A blocking MPI call waits forever for a rank that died (MPI reports no dead process; pip's
-MPICH has no fault tolerance), so everything dpcore.init and Communicator.alloc exchange goes
-point to point and is polled against the deadline, while watching the peers:
+Everything dpcore.init and Communicator.alloc exchange goes point to point and is polled against
+the deadline, while watching the peers:
 
 - the pids are the first thing exchanged, so from then on a peer on this host whose process is
   gone fails the step at once, on every rank that waits for it;
 - a rank whose setup fails for any other reason tells every peer (fail), and they raise too;
 - a peer that never comes is named when the timeout runs out.
 
-Bootstrap is one rank's view of all the ranks; Group the same calls among some of them (the
-ranks of a node), each addressed by its rank in the group.
+Bootstrap is one rank's view of all the ranks and the steps among them; Group the same calls
+among some of them (the ranks of a node), each addressed by its rank in the group. The messages
+travel on a wire, which only sends and takes them: dpcore.mpi_wire over an MPI communicator
+(a blocking MPI call would wait forever for a rank that died, and pip's MPICH reports no dead
+process), or dpcore.store_wire over a torch.distributed Store, where no MPI is in the job.
 """
 import os
 import secrets
@@ -18,22 +20,11 @@ import socket
 import time
 
 from . import _C
-from .mpi_comms import made
 from .shared_memory import unlink_made_by
 
-# On the caller's communicator, under tags its own messages are unlikely to use: the pids, and
-# a rank's failure before dpcore's duplicate exists, marked with how many communicators this
-# process has begun on that communicator (the same count on every rank: they begin them in one
-# order), so that a later dpcore.init never takes an old one.
-_HELLO_TAG = 32766
-_HELLO_ABORT_TAG = 32765
-_begun = {}  # MPI handle of a caller's communicator: communicators begun on it
-# On dpcore's duplicate: a rank's setup failed, and it says why, once, to every peer; then each
-# step its own tag, the same on every rank (the steps run in one order), up to the least
-# MPI_TAG_UB an MPI library may have.
-_ABORT_TAG = 1
-_FIRST_TAG = 2
-_LAST_TAG = 32767
+
+class WireError(RuntimeError):
+    """The wire itself failed (a store whose server is gone): the step fails with it."""
 
 
 def process_gone(pid):
@@ -107,22 +98,6 @@ def _number_in_environment(pid, prefix):
         return None
 
 
-def _pids_in(mpi_comm):
-    """launcher_pids() by rank in mpi_comm."""
-    from mpi4py import MPI
-
-    pids = launcher_pids()
-    if not pids:
-        return [0] * mpi_comm.Get_size()
-    group, world = mpi_comm.Get_group(), MPI.COMM_WORLD.Get_group()
-    try:
-        ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), world)
-    finally:
-        group.Free()
-        world.Free()
-    return [pids.get(r, 0) for r in ranks]
-
-
 def _host():
     """What tells this host from others: its name and this boot's id."""
     try:
@@ -133,49 +108,53 @@ def _host():
 
 
 class Bootstrap:
-    """Exchanges among every rank of `mpi_comm` (on a duplicate of it), each step within
-    `timeout` seconds. Each step's `what` names it in messages: "phase: step", as in
-    "init: map shared memory"."""
+    """Exchanges among every rank of `wire` (dpcore.mpi_wire.MpiWire or
+    dpcore.store_wire.StoreWire), each step within `timeout` seconds. Each step's `what` names
+    it in messages: "phase: step", as in "init: map shared memory"."""
 
-    def __init__(self, mpi_comm, timeout):
-        from mpi4py import MPI
-
-        self.timeout = timeout
-        self.rank, self.size = mpi_comm.Get_rank(), mpi_comm.Get_size()
-        self.pids = _pids_in(mpi_comm)  # 0: not known, or on another host
+    def __init__(self, wire, timeout):
+        self.wire, self.timeout = wire, timeout
+        self.rank, self.size = wire.rank, wire.size
+        self.pids = wire.pids()  # 0: not known, or on another host
         # Steps begun and completed: a peer that left after completing step k fails only the
         # steps after k, not one it did its part of while this rank still waits for others.
         self._step = self._done = 0
-        self._sends = []  # requests of our messages, kept until done
         self._failed = False  # this rank said its setup failed
         self._news = None  # a peer's failure that failed this rank, to pass on as it is
         self._heard = []  # (steps it completed, why) of each peer that left
-        # First the pids, straight from each rank to every other on the caller's communicator
-        # (the one message dpcore sends there, under a tag of its own): sent before anything
-        # waits, they reach the peers even from a rank that dies at once. Until they come, the
-        # launcher's (launcher_pids) watch the peers on this host; only the deadline watches a
-        # rank found in neither.
-        self.comm, self._own_comm = mpi_comm, False
-        key = MPI._handleof(mpi_comm)
-        # Every message carries a mark, and a message with another is dropped: one left over
-        # from an earlier communicator (a failed one's; or on a communicator MPI made later
-        # with a context it reused). First the count of communicators begun on mpi_comm, then
-        # a random one of rank 0's.
-        self._mark = f"generation {_begun.get(key, 0) + 1}"
-        _begun[key] = _begun.get(key, 0) + 1
+        # First the pids, straight from each rank to every other (under a tag of their own): sent
+        # before anything waits, they reach the peers even from a rank that dies at once. Until
+        # they come, the launcher's (wire.pids(): launcher_pids) watch the peers on this host;
+        # only the deadline watches a rank found in neither. Every message carries the wire's
+        # mark, and one with another is never taken: until the hello, how many bootstraps this
+        # rank has begun on the wire's communicator or store; after it, rank 0's random one.
         host = _host()
         try:
-            everyone = self.allgather((host, os.getpid(), secrets.token_hex(8)),
-                                      "init: exchange hosts and pids", tag=_HELLO_TAG)
-            self.hosts = [h for h, _, _ in everyone]
-            self.pids = [p if h == host else 0 for h, p, _ in everyone]
-            self._mark = everyone[0][2]  # rank 0's: this bootstrap's, on every rank
-            comm = self.dup(mpi_comm, "init: duplicate the communicator")
+            everyone = self.allgather((host, os.getpid(), secrets.token_hex(8), self.size),
+                                      "init: exchange hosts and pids", tag="hello")
+            self.hosts = [h for h, _, _, _ in everyone]
+            self.pids = [p if h == host else 0 for h, p, _, _ in everyone]
+            self._check_sizes([n for _, _, _, n in everyone])
+            wire.mark = everyone[0][2]  # rank 0's: this bootstrap's, on every rank
+            wire.settle(self)  # over MPI: a duplicate communicator, dpcore's own
         except BaseException as e:
             self.fail(e)  # a peer that waits for what this rank knows hears it
             raise
-        self.comm, self._own_comm = comm, True
         self.world = Group(self, range(self.size))
+
+    def _check_sizes(self, sizes):
+        """Every rank must have been given the same size (over a store each is told its own): a
+        rank told a larger one waits in the hello for ranks that never come."""
+        if len(set(sizes)) > 1:
+            self._done -= 1  # the hello failed here: a peer still in it must hear it (leave)
+            told = ", ".join(f"rank {r}: {n}" for r, n in enumerate(sizes))
+            raise ValueError(f"dpcore init on rank {self.rank}: the ranks were given different "
+                             f"sizes ({told})")
+
+    @property
+    def comm(self):
+        """The MPI communicator the messages travel on (None on a store)."""
+        return self.wire.comm
 
     def group(self, ranks):
         """The same calls among `ranks` only (this rank among them)."""
@@ -186,9 +165,9 @@ class Bootstrap:
     def allgather(self, obj, what, ranks=None, tag=None):
         """[obj of each rank in `ranks`] (default: all), on each of them."""
         ranks = range(self.size) if ranks is None else ranks
-        step_tag = self._begin_step()
-        tag = step_tag if tag is None else tag
-        self._send(obj, [r for r in ranks if r != self.rank], tag)
+        step = self._begin_step()
+        tag = step if tag is None else tag
+        self._send(obj, [r for r in ranks if r != self.rank], tag, what)
         got = self._receive([r for r in ranks if r != self.rank], tag, what, {self.rank: obj},
                             ranks)
         self._done = self._step
@@ -199,19 +178,22 @@ class Bootstrap:
         ranks = range(self.size) if ranks is None else ranks
         tag = self._begin_step()
         if self.rank == root:
-            self._send(obj, [r for r in ranks if r != root], tag)
+            self._send(obj, [r for r in ranks if r != root], tag, what)
         else:
             obj = self._receive([root], tag, what, {}, [root])[0]
         self._done = self._step
         return obj
 
-    def dup(self, mpi_comm, what):
-        """A duplicate of mpi_comm (every rank of it calls this)."""
+    def wait_until(self, test, what):
+        """A step in which every rank waits until test() (an MPI request's Test: a collective
+        call of every rank), watching all of them."""
         self._begin_step()
-        comm, request = made(mpi_comm.Idup, "Idup")
-        self._poll(request.Test, what, [r for r in range(self.size) if r != self.rank])
+        self._poll(test, what, [r for r in range(self.size) if r != self.rank])
         self._done = self._step
-        return comm
+
+    def dup(self, mpi_comm, what):
+        """A duplicate of mpi_comm (every rank of it calls this); over MPI only."""
+        return self.wire.dup(self, mpi_comm, what)
 
     def fail(self, error):
         """This rank's setup failed: tell every peer, so that none waits for it in vain. Where
@@ -225,13 +207,12 @@ class Bootstrap:
             return
         self._failed = True
         news = (self._done, self._news or f"rank {self.rank} {why}")
-        self._send(news, [r for r in range(self.size) if r != self.rank],
-                   _ABORT_TAG if self._own_comm else _HELLO_ABORT_TAG)
-        # MPI may move a message only while it is polled, and a rank that fails often exits at
-        # once: push these out first
-        until = time.monotonic() + 0.1
-        while self._sends and time.monotonic() < until:
-            self._sends = [r for r in self._sends if not r.Test()]
+        try:
+            self.wire.send(news, [r for r in range(self.size) if r != self.rank], "abort")
+            # a rank that fails often exits at once: push these out first
+            self.wire.flush(0.1)
+        except WireError:  # nowhere to tell it (the store is gone): the peers' pids or deadline
+            pass
 
     @property
     def news(self):
@@ -242,32 +223,24 @@ class Bootstrap:
 
     def _begin_step(self):
         """Numbers the step (every rank takes part in the same steps, each in its own group)
-        and returns its tag."""
+        and returns it: the step's tag."""
         self._step += 1
-        return _FIRST_TAG + (self._step - 1) % (_LAST_TAG - _FIRST_TAG)
+        return self._step
 
-    def _send(self, obj, peers, tag):
-        self._sends = [r for r in self._sends if not r.Test()]
-        self._sends += [self.comm.isend((self._mark, obj), dest=r, tag=tag) for r in peers]
-
-    def _take(self, source, tag):
-        """[what came from `source` (any, if None) under `tag` with this bootstrap's mark]."""
-        from mpi4py import MPI
-
-        taken = []
-        source = MPI.ANY_SOURCE if source is None else source
-        while (message := self.comm.improbe(source=source, tag=tag)) is not None:
-            mark, obj = message.recv()
-            if mark == self._mark:
-                taken.append(obj)
-        return taken
+    def _send(self, obj, peers, tag, what):
+        try:
+            self.wire.send(obj, peers, tag)
+        except WireError as e:
+            self._lost(e, what, peers)
 
     def _receive(self, peers, tag, what, got, order):
         waiting = list(peers)
 
         def arrived():
+            if not self.wire.all_sent(waiting, tag):
+                return False
             for r in list(waiting):
-                taken = self._take(r, tag)
+                taken = self.wire.take(r, tag)
                 if taken:
                     got[r] = taken[0]
                     waiting.remove(r)
@@ -281,7 +254,7 @@ class Bootstrap:
         timeout runs out."""
         start = time.monotonic()
         pause, next_look = 1e-5, start
-        while not done():
+        while not self._done_or_lost(done, what, waiting):
             now = time.monotonic()
             if now >= next_look:
                 next_look = now + 0.02
@@ -292,6 +265,17 @@ class Bootstrap:
                             f"rank{'s' if len(waiting) > 1 else ''} {who}", what)
             time.sleep(pause)
             pause = min(2 * pause, 1e-3)
+
+    def _done_or_lost(self, done, what, waiting):
+        try:
+            return done()
+        except WireError as e:
+            self._lost(e, what, waiting)
+
+    def _lost(self, error, what, peers):
+        """The wire failed: the store may have gone with a rank that died, which is named."""
+        self._look(what, peers)
+        self._raise(str(error), what)
 
     def _look(self, what, waiting):
         # a peer's failure first: one that failed and then exited says why, its pid cannot
@@ -308,7 +292,10 @@ class Bootstrap:
             self._raise(", ".join(f"rank {r} (pid {self.pids[r]})" for r in dead) + " died", what)
 
     def _take_news(self, what):
-        self._heard += self._take(None, _ABORT_TAG if self._own_comm else _HELLO_ABORT_TAG)
+        try:
+            self._heard += self.wire.take(None, "abort")
+        except WireError:  # the step's own messages fail too, and say so
+            pass
         for done, why in self._heard:
             if done < self._step:  # it left before this step
                 self._raise(why, what)

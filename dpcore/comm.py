@@ -1,4 +1,5 @@
-"""The Communicator: MPI bootstrap, transport choice, argument checks, results as arrays.
+"""The Communicator: bootstrap (over MPI, or a torch.distributed Store), transport choice,
+argument checks, results as arrays.
 
 Every check happens before anything is sent, so bad local input raises TypeError/ValueError on
 the rank that made it and leaves the communicator usable; the peers never see the call. The
@@ -6,6 +7,8 @@ checked call goes to the transport's backend (dpcore.backend.Backend, made by
 dpcore.transports.connect), which matches it with the peers' and runs it.
 """
 import atexit
+import numbers
+import sys
 import threading
 import weakref
 from threading import get_ident
@@ -22,6 +25,7 @@ from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, B
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
 from .mpi_comms import release_when_dropped
 from .sharding import shard_range
+from .store_wire import StoreWire, refuse_what_needs_mpi, trace_gather
 from .work import Work
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
@@ -46,12 +50,11 @@ class Communicator:
 
     algorithms = ("one_shot", "ring")
 
-    def __init__(self, mpi_comm=None, timeout=None):
-        from mpi4py import MPI
-
+    def __init__(self, mpi_comm=None, timeout=None, store=None, rank=None, size=None):
         self._backend = None
         me = threading.current_thread()
         self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
+        wire = _wire(mpi_comm, store, rank, size)
         try:  # a bad setting or timeout raises here, but only once the peers can be told
             self.settings, wrong = _settings.load(), None
             self.timeout = (self.settings.timeout if timeout is None else
@@ -60,8 +63,7 @@ class Communicator:
             self.timeout, wrong = _settings.Settings().timeout, e
         # Every exchange from here on is point to point with a deadline (dpcore.bootstrap): a
         # blocking MPI call would wait forever for a rank that died.
-        boot = self._boot = Bootstrap(mpi_comm if mpi_comm is not None else MPI.COMM_WORLD,
-                                      self.timeout)
+        boot = self._boot = Bootstrap(wire, self.timeout)
         try:
             if wrong is not None:
                 raise wrong
@@ -71,11 +73,14 @@ class Communicator:
             raise
         _live.add(self)
         if trace.enabled():
-            trace.watch(self.rank, self._backend)
+            trace.watch(self.rank, self._backend,
+                        None if boot.comm is not None else trace_gather(boot.wire, self.timeout))
 
     def _connect(self, boot):
         self._mpi = boot.comm  # for tools that exchange a little over MPI (dpcore.cost fit)
         self.rank, self.size = boot.rank, boot.size
+        if boot.comm is None:  # made on a store: no MPI to carry anything past shared memory
+            refuse_what_needs_mpi(boot, self.settings)
         nodes = _nodes(boot, self.settings.node_size)
         self._node = boot.group(next(n for n in nodes if self.rank in n))
         self.local_rank, self.local_size = self._node.rank, self._node.size
@@ -94,8 +99,8 @@ class Communicator:
                                         self.timeout)
         self._backend = connection.backend
         # close() calls it; a communicator dropped without close() frees its MPI ones anyway
-        self._release = release_when_dropped(self, self._backend, [*connection.comms, boot.comm],
-                                             boot)
+        comms = [c for c in (*connection.comms, boot.comm) if c is not None]
+        self._release = release_when_dropped(self, self._backend, comms, boot)
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
 
@@ -334,12 +339,10 @@ _live = weakref.WeakSet()
 def _leave_at_exit():
     if not _live:  # none made: MPI need not even be importable
         return
-    from mpi4py import MPI
-
-    if MPI.Is_finalized():
-        return
+    mpi = sys.modules.get("mpi4py.MPI")  # imported where a communicator was made over MPI
+    finalized = mpi is not None and mpi.Is_finalized()
     for comm in list(_live):
-        if comm._backend is not None:
+        if comm._backend is not None and not (finalized and comm._boot.comm is not None):
             comm._boot.leave("exited without closing its communicator")  # peers in alloc
             try:
                 comm._backend.leave("exited without closing its communicator")
@@ -347,6 +350,30 @@ def _leave_at_exit():
                 pass
 
 
-def init(mpi_comm=None, timeout=None):
-    """A communicator over mpi_comm (MPI.COMM_WORLD by default); 1 rank without mpiexec."""
-    return Communicator(mpi_comm, timeout=timeout)
+def init(mpi_comm=None, timeout=None, *, store=None, rank=None, size=None):
+    """A communicator over mpi_comm (MPI.COMM_WORLD by default); 1 rank without mpiexec. Or,
+    with no MPI in the job (under torchrun), over a torch.distributed Store shared by `size`
+    processes, this one `rank`: every rank on one host (shared memory). One store (or
+    PrefixStore) per group of ranks: each rank counts its communicators in it."""
+    return Communicator(mpi_comm, timeout=timeout, store=store, rank=rank, size=size)
+
+
+def _wire(mpi_comm, store, rank, size):
+    """What the bootstrap's messages travel on: the store, where one is given, else MPI."""
+    if store is None:
+        if rank is not None or size is not None:
+            raise ValueError("dpcore.init: rank and size go with a store; over MPI they are "
+                             "the communicator's")
+        from mpi4py import MPI
+
+        from .mpi_wire import MpiWire
+        return MpiWire(mpi_comm if mpi_comm is not None else MPI.COMM_WORLD)
+    if mpi_comm is not None:
+        raise ValueError("dpcore.init: an MPI communicator or a store, not both")
+    for name, value in (("rank", rank), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"dpcore.init: with a store, {name} must be an int, not "
+                            f"{type(value).__name__}")
+    if not 0 <= rank < size:
+        raise ValueError(f"dpcore.init: rank {rank} is not in [0, {size})")
+    return StoreWire(store, int(rank), int(size))

@@ -33,11 +33,12 @@ def release_when_dropped(owner, backend, comms, boot):
 
 
 def _release(backend, comms, boot):
-    from mpi4py import MPI
-
     backend.drain()
-    if MPI.Is_finalized():  # too late for Free; MPI_Finalize has freed them
-        return
+    if comms:  # none where the communicator was made on a store: MPI may not even be there
+        from mpi4py import MPI
+
+        if MPI.Is_finalized():  # too late for Free; MPI_Finalize has freed them
+            return
     # after close()'s own goodbyes these say nothing more
     backend.leave("dropped its communicator")
     boot.leave("dropped its communicator")

@@ -4,7 +4,8 @@ per ring step (one verb of one round); and the trainer's forward, backward and s
 that data parallelism's overlap of communication with backward shows.
 
 Each communicator's backend records in C++ while tracing is on; at exit the ranks gather their
-events to rank 0 over MPI, which writes the file.
+events to rank 0, which writes the file: over MPI (COMM_WORLD), or, in a job without MPI, through
+the store of the first traced communicator (dpcore.store_wire.trace_gather).
 """
 import atexit
 import json
@@ -15,9 +16,10 @@ from . import _C, settings
 from .dtypes import ALGORITHM_NAMES
 
 _PATH = settings.setting("trace")
-_events = []  # (rank, event tuple) from closed communicators
+_events = []  # (lane, record): closed communicators' events, and span()'s
 _open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
-_spans = []  # (name, start_us, duration_us) of this process's compute (span)
+_gather = []  # how the events meet at rank 0, where the first communicator was made on a store
+_lane = []  # this process's lane for span(): the rank of its first traced communicator
 _DTYPE_NAMES = {code: name for name, code in _C.DTYPES.items()}
 _OP_NAMES = {code: name for name, code in _C.OPS.items()}
 _REDUCING = ("all_reduce", "reduce_scatter")
@@ -27,11 +29,17 @@ def enabled():
     return bool(_PATH)
 
 
-def watch(rank, backend):
-    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane."""
+def watch(rank, backend, gather=None):
+    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane.
+    gather: for a communicator made on a store, gather(events) -> every rank's events on rank
+    0 (None elsewhere); None: over MPI."""
     backend.enable_trace(True)
     if not _open and not _events:
         atexit.register(_write)
+        if gather is not None:
+            _gather.append(gather)
+    if not _lane:
+        _lane.append(rank)
     _open[id(backend)] = (rank, backend)
 
 
@@ -45,7 +53,8 @@ def span(name):
     try:
         yield
     finally:
-        _spans.append((name, start, time.time_ns() // 1000 - start))
+        if _lane:  # a communicator is traced: its rank names the lane
+            _events.append((_lane[0], (name, start, time.time_ns() // 1000 - start)))
 
 
 def collect(backend):
@@ -55,16 +64,23 @@ def collect(backend):
         _events.extend((rank, e) for e in backend.take_trace())
 
 
-def chrome_events(events, spans=()):
-    """Chrome trace events for (lane, (name, start_us, duration_us, seq, step, bytes, algo,
-    dtype, op)) pairs from the backends, and (lane, (name, start_us, duration_us)) from span()."""
+def chrome_events(events):
+    """Chrome trace events for (lane, record) pairs: a backend's records (name, start_us,
+    duration_us, seq, step, bytes, algo, dtype, op), and span()'s (name, start_us,
+    duration_us)."""
     out = []
-    for lane in sorted({lane for lane, _ in [*events, *spans]}):
+    for lane in sorted({lane for lane, _ in events}):
         out.append({"name": "process_name", "ph": "M", "pid": lane, "args": {"name": f"rank {lane}"}})
         for tid, what in ((0, "collectives"), (1, "ring steps"), (2, "training")):
             out.append({"name": "thread_name", "ph": "M", "pid": lane, "tid": tid,
                         "args": {"name": what}})
-    for lane, (name, start, duration, seq, step, nbytes, algo, dtype, op) in events:
+    for lane, record in events:
+        if len(record) == 3:  # span()'s
+            name, start, duration = record
+            out.append({"name": name, "ph": "X", "ts": start, "dur": duration, "pid": lane,
+                        "tid": 2})
+            continue
+        name, start, duration, seq, step, nbytes, algo, dtype, op = record
         args = {"seq": seq, "bytes": nbytes}
         if step >= 0:
             args["step"] = step
@@ -74,21 +90,21 @@ def chrome_events(events, spans=()):
                 args["op"] = _OP_NAMES[op]
         out.append({"name": name, "ph": "X", "ts": start, "dur": max(duration, 0), "pid": lane,
                     "tid": 0 if step < 0 else 1, "args": args})
-    for lane, (name, start, duration) in spans:
-        out.append({"name": name, "ph": "X", "ts": start, "dur": duration, "pid": lane, "tid": 2})
     return out
 
 
 def _write():
-    from mpi4py import MPI
-
     for _, backend in list(_open.values()):
         collect(backend)
-    world = MPI.COMM_WORLD
-    mine = [(world.Get_rank(), s) for s in _spans]
-    gathered = world.gather((_events, mine), root=0)
-    if world.Get_rank() == 0:
-        events = [e for rank_events, _ in gathered for e in rank_events]
-        spans = [s for _, rank_spans in gathered for s in rank_spans]
+    events = (_gather[0] if _gather else _gather_over_mpi)(_events)
+    if events is not None:
         with open(_PATH, "w") as f:
-            json.dump({"traceEvents": chrome_events(events, spans), "displayTimeUnit": "ns"}, f)
+            json.dump({"traceEvents": chrome_events(events), "displayTimeUnit": "ns"}, f)
+
+
+def _gather_over_mpi(events):
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    gathered = world.gather(events, root=0)
+    return [e for rank_events in gathered for e in rank_events] if gathered else None

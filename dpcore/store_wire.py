@@ -1,0 +1,127 @@
+"""Bootstrap's messages over a torch.distributed Store (dpcore.init(store=..., rank=, size=)):
+as under `torchrun`, which hands a process group's backend a c10d Store and no MPI.
+
+A message is one key, f"{prefix}/{mark}/{tag}/{src}->{dst}", its value the pickled object;
+the receiver polls with check() (never get(), which would block past the bootstrap's deadline)
+and deletes the key once read (the bootstrap keeps what it heard), so a long job's allocs leave
+nothing behind.
+
+A store outlives a communicator (torch reuses a process group's, and a program may call
+dpcore.init twice on one), so every key carries a mark that no earlier bootstrap on this store
+used. Until the hello (the pids) the mark is "generation g", g from store.add on a counter of
+this rank's own: the same on every rank, as they begin their communicators in one order; from
+then on rank 0's random one, which the hello carried.
+"""
+import pickle
+import sys
+import time
+
+from .bootstrap import WireError
+
+
+class StoreWire:
+    """Messages among `size` ranks, this one `rank`, through `store` under `prefix`."""
+
+    comm = None  # no MPI communicator: the steps that need one are refused before they run
+
+    def __init__(self, store, rank, size, prefix="dpcore"):
+        self.store, self.rank, self.size, self.prefix = store, rank, size, prefix
+        self._broken = None  # why the store failed
+        self.mark = f"generation {self._store(store.add, f'{prefix}/begun/{rank}', 1)}"
+
+    def pids(self):
+        """Nothing is known of the peers before the hello: the deadline watches them."""
+        return [0] * self.size
+
+    def settle(self, boot):
+        pass  # the keys of this bootstrap already differ from any other's (the mark)
+
+    def dup(self, boot, mpi_comm, what):
+        raise RuntimeError(f"dpcore {what}: a communicator made on a store has no MPI")
+
+    def send(self, obj, peers, tag):
+        """obj to each rank in `peers`, under `tag`: "hello", "abort" or a step's number."""
+        value = pickle.dumps(obj)
+        for dst in peers:
+            self._store(self.store.set, self._key(tag, self.rank, dst), value)
+
+    def take(self, source, tag):
+        """[what came from `source` (any, if None) under `tag`]: at most one per source, as
+        each (tag, source) is sent once in a bootstrap."""
+        sources = [r for r in range(self.size) if r != self.rank] if source is None else [source]
+        taken = []
+        for src in sources:
+            key = self._key(tag, src, self.rank)
+            if self._store(self.store.check, [key]):
+                taken.append(pickle.loads(self._store(self.store.get, key)))
+                self._store(self.store.delete_key, key)
+        return taken
+
+    def all_sent(self, sources, tag):
+        """Whether every rank in `sources` has sent under `tag`: one round trip to the store
+        while a step waits, where take() would make one per source."""
+        return self._store(self.store.check, [self._key(tag, src, self.rank) for src in sources])
+
+    def flush(self, seconds):
+        pass  # a set() has reached the store when it returns
+
+    def _key(self, tag, src, dst):
+        return f"{self.prefix}/{self.mark}/{tag}/{src}->{dst}"
+
+    def _store(self, call, *args):
+        # once failed, not asked again: a TCPStore whose server is gone fails every call, and
+        # logs each failure with a stack trace
+        if self._broken is None:
+            try:
+                return call(*args)
+            except Exception as e:  # torch's DistStoreError, or a lost connection's RuntimeError
+                first = (str(e).strip().splitlines() or [""])[0]  # torch appends a C++ stack
+                self._broken = f"the store failed: {type(e).__name__}: {first}"
+        raise WireError(self._broken)
+
+
+def refuse_what_needs_mpi(boot, settings):
+    """Raise on a communicator made on a store (boot, a dpcore.bootstrap.Bootstrap) where the
+    ranks or the settings need MPI: between hosts only MPI carries dpcore's bytes. Every rank
+    knows every rank's host, so on several hosts every rank raises alike; a setting of one
+    rank's own fails that rank, which tells the others (Bootstrap.fail)."""
+    launch = ("launch with mpiexec or srun and call dpcore.init() without a store "
+              "(choose the transport)")
+    hosts = sorted(set(boot.hosts))
+    if len(hosts) > 1:
+        raise RuntimeError(f"dpcore init on rank {boot.rank}: the ranks run on {len(hosts)} "
+                           f"hosts ({', '.join(hosts)}), and across hosts dpcore needs MPI: "
+                           f"{launch}")
+    needs = {"DPCORE_TRANSPORT=mpi": settings.transport == "mpi",
+             f"DPCORE_NODE_SIZE={settings.node_size}": settings.node_size > 0}
+    for setting, needed in needs.items():
+        if needed:
+            raise ValueError(f"dpcore init on rank {boot.rank}: {setting} needs MPI, and this "
+                             f"communicator is made on a store: {launch}")
+
+
+def trace_gather(wire, timeout):
+    """For DPCORE_TRACE (dpcore.trace) at exit: a function that brings every rank's events to
+    rank 0 through the store of `wire` (a StoreWire, its mark still this communicator's) and
+    returns them there (None elsewhere). Rank 0 waits for each rank's at most `timeout`
+    seconds, and writes what came, saying who is missing."""
+    def key(rank):
+        return f"{wire.prefix}/{wire.mark}/trace/{rank}"
+
+    def gather(events):
+        if wire.rank != 0:
+            wire.store.set(key(wire.rank), pickle.dumps(events))
+            return None
+        everyone, missing = list(events), list(range(1, wire.size))
+        deadline = time.monotonic() + timeout
+        while missing and time.monotonic() < deadline:
+            for r in [r for r in missing if wire.store.check([key(r)])]:
+                everyone += pickle.loads(wire.store.get(key(r)))
+                wire.store.delete_key(key(r))
+                missing.remove(r)
+            time.sleep(0.01)
+        if missing:
+            print(f"dpcore: DPCORE_TRACE: no events from ranks {missing} after {timeout:g} s",
+                  file=sys.stderr)
+        return everyone
+    return gather
