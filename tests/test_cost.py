@@ -259,6 +259,15 @@ def test_cli_scaling_and_predict(run):
     assert "best by the model" in out and "rabenseifner" in out
 
 
+@pytest.mark.parametrize("command", [["memory", "--params", "7.5e9", "--ranks", "64"],
+                                     ["scaling", "--ranks", "8,64,1024", "--overlap"]])
+def test_cli_plots(run, tmp_path, command):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "figure.png"
+    assert f"plot: {png}" in run(*command, "--plot", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_cli_runs_as_a_command(run):
     """`python -m dpcore.cost` itself, once: what it prints is what main() prints."""
     args = ["predict", "broadcast", "--ranks", "5", "--alpha", "2", "--bandwidth", "20"]
@@ -269,7 +278,10 @@ def test_cli_runs_as_a_command(run):
 @pytest.mark.mpi
 def test_cli_fit_under_mpiexec(tmp_path):
     out_file = tmp_path / "cost.json"
-    _, output = run_mpi(2, ["-m", "dpcore.cost", "fit", "--quick", "--out", out_file])
+    png = tmp_path / "fit.png"
+    plot = ["--plot", png] if _importable("matplotlib") else []
+    _, output = run_mpi(2, ["-m", "dpcore.cost", "fit", "--quick", "--out", out_file, *plot])
+    assert not plot or png.read_bytes()[:4] == b"\x89PNG"
     doc = json.loads(out_file.read_text())
     fitted = {"one_shot", "ring"} | ({"direct"} if ptrace_allows_siblings() else set())
     # each algorithm on both collectives, and on each alone
@@ -281,3 +293,9 @@ def test_cli_fit_under_mpiexec(tmp_path):
     # alone) to beta 0; the ring's, fitted up to megabytes on both collectives, still sees bytes.
     assert doc["algorithms"]["ring"]["beta"] > 0
     assert "fitted" in output and "round 1 of" in output
+
+
+def _importable(module):
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None

@@ -1,7 +1,8 @@
 """python -m dpcore.cost memory | scaling | predict | fit  (fit runs under mpiexec)."""
 from ..cli_args import Parser, whole
+from ..bench.plot import check_matplotlib
 from ..cli_errors import run_main
-from . import memory, scaling
+from . import memory, plots, scaling
 from .choose import best_algorithm, crossover, predict
 from .formulas import ALGORITHMS, COLLECTIVES, cost
 from .params import DEFAULT, Params, default_path, load
@@ -20,6 +21,7 @@ def main(argv=None):
     m.add_argument("--stage", type=int, choices=range(4), help="one stage (default: all)")
     m.add_argument("--precision", choices=sorted(memory.PRECISIONS), default="mixed")
     m.add_argument("--gpu-memory", type=float, default=80.0, metavar="GB")
+    m.add_argument("--plot", metavar="FILE.png", help="bars per stage, as ZeRO's figure 1")
 
     s = sub.add_parser("scaling", help="predicted data-parallel step time and efficiency")
     s.add_argument("--params", type=parse_count, default=1.3e9, help="parameters (1.3e9)")
@@ -48,6 +50,7 @@ def main(argv=None):
                    help="bandwidth inside a node (150 GB/s)")
     s.add_argument("--node-latency", type=float, default=2.0, metavar="us",
                    help="latency inside a node (2 us)")
+    s.add_argument("--plot", metavar="FILE.png", help="efficiency against ranks")
 
     p = sub.add_parser("predict", help="every algorithm's predicted time, and the best")
     p.add_argument("coll", choices=COLLECTIVES)
@@ -59,11 +62,17 @@ def main(argv=None):
     f = sub.add_parser("fit", help="measure alpha, beta, gamma (under mpiexec -n 2 or more)")
     f.add_argument("--out", default=None, help=f"JSON file (default {default_path()})")
     f.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    f.add_argument("--plot", metavar="FILE.png", help="the measurements beside the fit")
 
     args = parser.parse_args(argv)
+    if getattr(args, "plot", None):
+        check_matplotlib()  # before a minute of fitting, not after
     if args.command == "memory":
         stages = (args.stage,) if args.stage is not None else (0, 1, 2, 3)
         print(memory.report(args.params, args.ranks, stages, args.precision, args.gpu_memory))
+        if args.plot:
+            plots.memory(args.plot, args.params, args.ranks, stages, args.precision,
+                         args.gpu_memory)
     elif args.command == "scaling":
         run_scaling(args)
     elif args.command == "predict":
@@ -71,7 +80,9 @@ def main(argv=None):
     else:
         from .fit_cli import run_fit
 
-        return run_fit(args.out or default_path(), args.quick)
+        return run_fit(args.out or default_path(), args.quick, args.plot)
+    if getattr(args, "plot", None):
+        print(f"plot: {args.plot}")
     return 0
 
 
@@ -92,6 +103,16 @@ def run_scaling(args):
     print(scaling.report(args.params, ranks, link, step_flops, args.flops_per_rank,
                          4 if args.fp32 else 2, args.overlap, args.hierarchical, node,
                          args.strong, tokens, args.bucket_mb * 1e6))
+    if args.plot:
+        rows = scaling.predict_scaling(args.params, ranks, link, step_flops,
+                                       args.flops_per_rank, 4 if args.fp32 else 2, args.overlap,
+                                       args.hierarchical, node, args.strong,
+                                       args.bucket_mb * 1e6)
+        how = ", ".join(w for w, on in (("overlapped", args.overlap),
+                                        ("hierarchical", args.hierarchical),
+                                        ("strong scaling", args.strong)) if on)
+        plots.scaling(args.plot, rows, f"{args.params / 1e9:g} B parameters, "
+                                       f"{args.bandwidth:g} GB/s" + (f", {how}" if how else ""))
 
 
 def _add_params_args(p):

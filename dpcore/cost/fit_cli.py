@@ -4,13 +4,14 @@ import platform
 import socket
 import time
 
+from . import plots
 from .choose import crossover, predict
 from .fit import fit_per_algorithm, sweep
 from .params import default_path, save
 from .units import fmt_bytes, fmt_time
 
 
-def run_fit(path, quick=False):
+def run_fit(path, quick=False, plot=None):
     import dpcore
 
     with dpcore.init() as comm:
@@ -72,6 +73,9 @@ def run_fit(path, quick=False):
              created=time.strftime("%Y-%m-%dT%H:%M:%S"),
              samples=[list(s) for s in samples])
         print(f"saved to {os.path.abspath(path)}")
+        if plot:
+            plots.fit(plot, samples, lambda s: predict(s.coll, s.algo, s.nbytes, s.n, per_algo))
+            print(f"plot: {plot}")
         if os.path.abspath(path) == os.path.abspath(default_path()):
             print(f"From now on algo='auto' on this machine chooses one_shot or the ring by this "
                   f"fit, in every program (training too); it says so where the ranks are not "

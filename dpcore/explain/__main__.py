@@ -2,9 +2,11 @@
 import os
 import sys
 
+from ..bench.plot import check_matplotlib
 from ..cli_args import Parser, whole
 from ..cost.formulas import ALGORITHMS, COLLECTIVES
 from . import simulate
+from .picture import draw
 from .render import render
 
 
@@ -21,13 +23,19 @@ def main(argv=None):
                         help="ranks per node for hierarchical (default: 2 nodes or more)")
     parser.add_argument("--segments", type=int, default=None,
                         help="segments of the broadcast chains (default: as many as ranks)")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="also draw the steps as a picture (needs matplotlib)")
     args = parser.parse_args(argv)
+    if args.plot:
+        check_matplotlib()
     count = args.count if args.count is not None else 262144 * args.ranks
     try:
         sim = simulate(args.coll, args.algo, args.ranks, count, args.dtype, args.root,
                        args.local_size, args.segments)
     except ValueError as e:
         parser.error(str(e))
+    if args.plot:
+        draw(sim, args.plot)
     try:
         print(render(sim), flush=True)
     except BrokenPipeError:  # `| head` stopped reading: not an error of ours
