@@ -142,3 +142,28 @@ def test_cli_runs_as_a_command(capsys):
     _, output = run_python(["-m", "dpcore.explain", *args])
     assert main(args) == 0
     assert output == capsys.readouterr().out and "summary" in output
+
+
+def test_plot_draws_the_steps(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "ring.png"
+    assert main(["all_reduce", "--ranks", "3", "--plot", str(png)]) == 0
+    assert "summary" in capsys.readouterr().out  # the text as well
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_legend_names_ranks_the_run_has(capsys):
+    for n, example in [(2, '"1" = rank 1\'s alone'), (3, '"02" = ranks 0 and 2 added up'),
+                       (4, '"013" = ranks 0, 1 and 3 added up')]:
+        main(["all_reduce", "--ranks", str(n)])
+        assert example in " ".join(capsys.readouterr().out.split()), n
+
+
+def test_a_closed_pipe_is_not_an_error():
+    import subprocess
+    import sys
+
+    done = subprocess.run(f"{sys.executable} -m dpcore.explain broadcast --ranks 3 | head -1",
+                          shell=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("broadcast, ring, 3 ranks"), done
+    assert "Error" not in done.stderr, done.stderr
