@@ -24,8 +24,9 @@ from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
 
 
-# The learning rate each optimizer trains this model well with (10 epochs, batch 64)
+# The learning rate each optimizer trains this model well with (10 epochs, batch BASE_BATCH)
 DEFAULT_LR = {"adamw": 1e-3, "sgd": 0.1}
+BASE_BATCH = 64
 SGD_MOMENTUM = 0.9
 
 
@@ -39,6 +40,12 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=positive, default=None,
                    help="learning rate (default: " +
                         ", ".join(f"{v:g} for {k}" for k, v in DEFAULT_LR.items()) + ")")
+    p.add_argument("--scale-lr", action="store_true",
+                   help=f"the linear scaling rule: lr x batch-size / {BASE_BATCH} (the batch the "
+                        f"default lr is for), as large-batch training does")
+    p.add_argument("--warmup-epochs", type=float, default=0.0,
+                   help="grow the lr linearly from near 0 over this many epochs (the remedy "
+                        "for a scaled lr's first steps)")
     p.add_argument("--seed", type=int, default=0, help="data order and initial weights")
     p.add_argument("--bucket-mb", type=positive, default=25.0, help="gradient bucket size in MiB")
     p.add_argument("--hidden", type=whole(1), default=128, help="width of the two hidden layers")
@@ -58,6 +65,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.lr is None:
         args.lr = DEFAULT_LR[args.optimizer]
+    if args.scale_lr:
+        args.lr *= args.batch_size / BASE_BATCH
+    if args.warmup_epochs < 0:
+        p.error(f"argument --warmup-epochs: expected 0 or more, not {args.warmup_epochs:g}")
     return args
 
 
@@ -147,12 +158,15 @@ def train(args, comm):
               + (f", {args.mixed_precision} mixed precision" if args.mixed_precision else ""),
               flush=True)
     run_start, last = time.perf_counter(), None
+    step = (first_epoch - 1) * len(sampler)  # steps taken: warm-up goes on after a resume
     for epoch in range(first_epoch, args.epochs + 1):
         sampler.set_epoch(epoch)
         bar = progress(len(sampler), epoch, comm.rank)
         loss_sum, step_s, wait_before = 0.0, 0.0, engine.comm_wait_s
         start = time.perf_counter()
         for local, total in sampler:
+            engine.optimizer.lr = warmed_up(args, step, len(sampler))
+            step += 1
             t0 = time.perf_counter()
             loss = F.cross_entropy(engine(Tensor(x_train[local])), y_train[local], reduction="sum")
             # summed loss x size / global batch: the ranks' average gradient is the batch mean's
@@ -187,6 +201,12 @@ def train(args, comm):
     if args.report_memory:
         print_ledger(engine, comm)
     return engine
+
+
+def warmed_up(args, step, steps_per_epoch):
+    """The lr of step `step` (from 0): linear warm-up over args.warmup_epochs, then args.lr."""
+    warmup = args.warmup_epochs * steps_per_epoch
+    return args.lr * min(1.0, (step + 1) / warmup) if warmup > 0 else args.lr
 
 
 def save(engine, path, epoch):
