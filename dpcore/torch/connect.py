@@ -66,7 +66,11 @@ def _over_mpi(store, rank, size, timeout):
         return dpcore.init(world, timeout=timeout)
     # Only the group's members call this (MPI_Comm_create_group), in torch's rank order.
     ordered = world.Create_group(world.Get_group().Incl(mpi_ranks))
-    try:
-        return dpcore.init(ordered, timeout=timeout)
-    finally:
-        ordered.Free()  # dpcore works on its own duplicate
+    # Kept, never freed (MPI_Finalize frees it): dpcore.init tells its communicators apart by
+    # the handle of the one it is given, and a handle freed here could come back for a later
+    # group on some ranks and not on others.
+    _made.append(ordered)
+    return dpcore.init(ordered, timeout=timeout)
+
+
+_made = []

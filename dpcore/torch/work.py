@@ -51,7 +51,11 @@ class Pending(dist.Work):
     def __init__(self, jobs, value, then=None):
         super().__init__()
         self._jobs, self._value, self._then = jobs, value, then
-        self._future = torch.futures.Future()
+        # torch's consumers (DDP's reducer, in C++) need a future in error state, which a
+        # Python Future gets only from a callback that raises: so torch gets a child future of
+        # the one the completion thread completes, and the child raises a failure's error.
+        self._source = torch.futures.Future()
+        self._future = self._source.then(_result_or_raise)
         self._lock = threading.Lock()
         self._finished, self._error = False, None
 
@@ -95,6 +99,18 @@ class Pending(dist.Work):
         return self._value
 
 
+class _Failure:
+    def __init__(self, error):
+        self.error = error
+
+
+def _result_or_raise(source):
+    value = source.value()
+    if isinstance(value, _Failure):
+        raise value.error
+    return value
+
+
 class Completer:
     """The completion thread of one process group: finishes each Pending it is given, in the
     order given, and completes its future with the result or the collective's error."""
@@ -116,9 +132,9 @@ class Completer:
             try:
                 work.finish()
             except BaseException as e:  # the collective's error reaches the future's users
-                work._future.set_exception(e)
+                work._source.set_result(_Failure(e))
             else:
-                work._future.set_result(work._value)
+                work._source.set_result(work._value)
 
     def stop(self):
         """Complete what was given, then end the thread."""
