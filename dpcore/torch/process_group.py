@@ -9,6 +9,7 @@ output tensor for the `_single` (into_tensor) forms, through a copy only where t
 is a list of tensors.
 """
 import threading
+from threading import get_ident
 
 import torch
 import torch.distributed as dist
@@ -71,8 +72,10 @@ class ProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         op = op_name(opts.reduceOp) if opts is not None else "sum"
-        t = one(tensors, "all_reduce")
-        a = as_array(t)
+        a = as_array(tensors[0] if len(tensors) == 1 else one(tensors, "all_reduce"))
+        if opts is not None and not opts.asyncOp and get_ident() == self._owner:
+            self._comm.all_reduce(a, op=op, out=a)  # a user's loop: _issue's path, inlined
+            return Done(tensors)
         return self._issue(opts, tensors, [lambda async_op: self._comm.all_reduce(
             a, op=op, out=a, async_op=async_op)])
 
@@ -189,7 +192,7 @@ class ProcessGroup(dist.ProcessGroup):
         """dpcore pairs collectives by their order on each rank; two threads issuing them would
         order them differently on different ranks and mix their data. So, as dpcore's own
         communicators, a group takes calls only from the thread that created it."""
-        if threading.get_ident() != self._owner:
+        if get_ident() != self._owner:
             me = threading.current_thread()
             raise RuntimeError(
                 f"dpcore: process group {self._group_name!r} was created on thread "
