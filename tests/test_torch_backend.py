@@ -5,12 +5,21 @@ checks everything (a torch import costs seconds per rank): 2 ranks started by en
 ranks equal to MPI's; 3 ranks by tcp://, torch ranks the reverse of MPI's."""
 import pytest
 
-from mpi_helpers import run_ok
+from mpi_helpers import SCRIPTS, run_ok, run_python
 
-pytestmark = pytest.mark.mpi
 pytest.importorskip("torch")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("n, init_method", [(2, "env"), (3, "tcp")])
 def test_torch_collectives_ddp_and_fsdp_match_gloo(n, init_method):
     run_ok("torch_backend.py", n, init_method, timeout=240)
+
+
+def test_without_mpiexec_the_backend_bootstraps_through_the_store(tmp_path):
+    """As under torchrun: dpcore.init(store=, rank=, size=, timeout=) is what it calls, a clear
+    error says so while dpcore has not got that keyword, and one rank needs no launcher."""
+    _, output = run_python([SCRIPTS / "torch_no_mpi.py", tmp_path],
+                           env={"PMI_RANK": None, "OMPI_COMM_WORLD_RANK": None,
+                                "PMIX_RANK": None}, timeout=60)
+    assert output.strip().endswith("ok"), output
