@@ -3,9 +3,12 @@ own collectives, DistributedDataParallel and FSDP run on it, bit for bit as on g
 job (tests/scripts/torch_backend.py says what each part checks). One mpiexec job per rank count
 checks everything (a torch import costs seconds per rank): 2 ranks started by env://, torch
 ranks equal to MPI's; 3 ranks by tcp://, torch ranks the reverse of MPI's."""
+import sys
+
 import pytest
 
-from mpi_helpers import SCRIPTS, run_ok, run_python
+from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
+from test_faults import remove_mpi_shm_leftovers
 
 pytest.importorskip("torch")
 
@@ -23,3 +26,18 @@ def test_without_mpiexec_the_backend_bootstraps_through_the_store(tmp_path):
                            env={"PMI_RANK": None, "OMPI_COMM_WORLD_RANK": None,
                                 "PMIX_RANK": None}, timeout=60)
     assert output.strip().endswith("ok"), output
+
+
+@pytest.mark.mpi
+def test_a_rank_killed_in_ddp_training_fails_the_others_backward():
+    """dpcore's CommError comes out of torch too: DDP's backward() raises it on the survivor,
+    naming the dead rank, within seconds (DPCORE_TIMEOUT is 60 s), instead of hanging."""
+    _, output = run_mpi(2, [SCRIPTS / "torch_peer_dies.py"],
+                        mpiexec_args=["-disable-auto-cleanup"],
+                        wrapper=[sys.executable, SCRIPTS / "as_child.py"],
+                        timeout=120, check=False)
+    remove_mpi_shm_leftovers(output)
+    errors = rank_lines(output, "error")
+    assert set(errors) == {0}, output
+    seconds, message = errors[0].split(" | ", 1)
+    assert float(seconds) < 15 and "dpcore" in message and "rank 1" in message, output
