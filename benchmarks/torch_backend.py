@@ -11,6 +11,7 @@
 Usage: mpiexec -n 2 python benchmarks/torch_backend.py [--max-bytes 64M] [--runs 3]
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -130,7 +131,6 @@ def main():
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
-    import os
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getppid() % 1000))
     dist.init_process_group("dpcore", rank=world.rank, world_size=world.size)

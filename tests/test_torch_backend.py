@@ -2,7 +2,8 @@
 own collectives, DistributedDataParallel and FSDP run on it, bit for bit as on gloo in the same
 job (tests/scripts/torch_backend.py says what each part checks). One mpiexec job per rank count
 checks everything (a torch import costs seconds per rank): 2 ranks started by env://, torch
-ranks equal to MPI's; 3 ranks by tcp://, torch ranks the reverse of MPI's."""
+ranks equal to MPI's; 3 ranks by tcp://, torch ranks the reverse of MPI's (file://, reversed
+too, starts the test of a rank that dies)."""
 import sys
 
 import pytest
@@ -29,10 +30,10 @@ def test_without_mpiexec_the_backend_bootstraps_through_the_store(tmp_path):
 
 
 @pytest.mark.mpi
-def test_a_rank_killed_in_ddp_training_fails_the_others_backward():
+def test_a_rank_killed_in_ddp_training_fails_the_others_backward(tmp_path):
     """dpcore's CommError comes out of torch too: DDP's backward() raises it on the survivor,
     naming the dead rank, within seconds (DPCORE_TIMEOUT is 60 s), instead of hanging."""
-    _, output = run_mpi(2, [SCRIPTS / "torch_peer_dies.py"],
+    _, output = run_mpi(2, [SCRIPTS / "torch_peer_dies.py", tmp_path],
                         mpiexec_args=["-disable-auto-cleanup"],
                         wrapper=[sys.executable, SCRIPTS / "as_child.py"],
                         timeout=120, check=False)

@@ -5,11 +5,12 @@ run torch's own collectives, DistributedDataParallel and FSDP on dpcore's.
 How, and why so:
 
 - A Python subclass of torch.distributed.ProcessGroup (process_group.py), not a C++ backend.
-  torch's Python trampoline costs tens of microseconds a call, but a CPU gloo call costs more
-  than that already, so the targets (a 4-byte all_reduce in a fifth of gloo's time, twice its
-  bus bandwidth from 1 MiB) are met without a second compiled module built against torch's
-  headers, which would tie dpcore's build to one torch version.
-  benchmarks/torch_backend.py measures it.
+  torch's own Python wrapper and the trampoline into a Python group cost about 15 us a call
+  here, and this backend's Python about 8 (dpcore's call itself 2-4): less than a CPU gloo
+  call between two processes already costs, so the targets (a 4-byte all_reduce in a fifth of
+  gloo's time, twice its bus bandwidth from 1 MiB) come within reach without a second compiled
+  module built against torch's headers, which would tie dpcore's build to one torch version.
+  benchmarks/torch_backend.py measures it (benchmarks/results/2026-12-02-torch.md).
 - Under mpiexec, with any init_method, the communicator is made over MPI and ordered by
   torch's ranks; without MPI in the job, through the group's store (connect.py).
 - Threads: a dpcore communicator takes calls only from the thread that created it (a second

@@ -13,7 +13,6 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
-import dpcore
 import torch_collectives as coll
 import torch_training as train
 from checks import Checker

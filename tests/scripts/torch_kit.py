@@ -1,13 +1,13 @@
 """Shared by the torch backend's test scripts: starting torch.distributed under mpiexec with a
 dpcore default group and a gloo group of the same ranks, exact test data as torch tensors, and
 bitwise comparisons of tensors for checks.Checker."""
+import os
 import socket
 from datetime import timedelta
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from mpi4py import MPI
 
 import dpcore.torch  # noqa: F401  (registers the backend)
 from checks import BFLOAT16, make_input
@@ -22,17 +22,17 @@ OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "prod": dist.ReduceOp
        "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
 
 
-def start(method, world):
-    """init_process_group("dpcore") over every MPI rank by `method` (env, tcp or file), with
-    torch's ranks the reverse of MPI's for tcp and file (the backend must order its
-    communicator by torch's ranks); returns (rank, size, gloo group of all ranks)."""
+def start(method, world, directory="/tmp"):
+    """init_process_group("dpcore") over every MPI rank by `method` (env, tcp or file: a store
+    file in `directory`), with torch's ranks the reverse of MPI's for tcp and file (the backend
+    must order its communicator by torch's ranks); returns (rank, size, gloo group of all
+    ranks)."""
     size = world.size
     rank = world.rank if method == "env" else size - 1 - world.rank
     port = world.bcast(_free_port() if world.rank == 0 else None)
     where = {"env": "env://", "tcp": f"tcp://127.0.0.1:{port}",
-             "file": f"file:///tmp/dpcore-torch-{port}"}[method]
+             "file": f"file://{directory}/dpcore-torch-{port}"}[method]
     if method == "env":
-        import os
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("dpcore", init_method=where, rank=rank, world_size=size,
                             timeout=timedelta(seconds=60))

@@ -1,13 +1,15 @@
 """The last rank is SIGKILLed in the middle of DDP training on the dpcore backend: every other
 rank's next backward() raises dpcore's CommError naming it within seconds (DPCORE_TIMEOUT is
-60 s), never hangs. Each rank first prints 'rank R: mpi shm NAMES' (the MPI segments it maps,
+60 s), never hangs. Started by file:// (a store file in DIR), torch's ranks the reverse of
+MPI's: dpcore names ranks as torch numbers them. Each rank first prints 'rank R: mpi shm NAMES' (the MPI segments it maps,
 which nobody's MPI_Finalize will remove), each survivor then 'rank R: error SECONDS | MESSAGE'.
 
-Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python torch_peer_dies.py
+Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python torch_peer_dies.py DIR
 """
 import os
 import re
 import signal
+import sys
 import time
 
 import torch
@@ -19,7 +21,7 @@ from checks import say
 from torch_kit import start
 from torch_training import Net
 
-rank, size, _ = start("env", MPI.COMM_WORLD)
+rank, size, _ = start("file", MPI.COMM_WORLD, sys.argv[1])
 net = DDP(Net())
 for step in range(3):
     if step == 2:
