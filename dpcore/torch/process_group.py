@@ -168,6 +168,28 @@ class ProcessGroup(dist.ProcessGroup):
         self._comm.barrier()  # queued after the async calls before it, like any collective
         return Done([])
 
+    # torch's calls that are not dpcore collectives: a clear error instead of torch's "No backend
+    # type associated with device type cpu" (what a Python group without them would raise).
+    def _not_dpcore(name):
+        def refuse(self, *args, **kwargs):
+            raise NotImplementedError(
+                f"dpcore: torch.distributed's {name} is not a dpcore collective, so the dpcore "
+                f"backend does not run it (it runs all_reduce, broadcast, all_gather, "
+                f"reduce_scatter and barrier); use a gloo group for it "
+                f"(dist.new_group(backend='gloo'))")
+        refuse.__name__ = name
+        return refuse
+
+    reduce = _not_dpcore("reduce")
+    gather = _not_dpcore("gather")
+    scatter = _not_dpcore("scatter")
+    alltoall = _not_dpcore("all_to_all")
+    alltoall_base = all_to_all_single = _not_dpcore("all_to_all_single")
+    send = _not_dpcore("send")
+    recv = recv_anysource = _not_dpcore("recv")
+    allgather_coalesced = _not_dpcore("all_gather_coalesced")
+    del _not_dpcore
+
     # -- plumbing --------------------------------------------------------------------------------
 
     def _issue(self, opts, value, calls, then=None):

@@ -24,8 +24,8 @@ check.true(dist.get_backend() == "dpcore" and dist.get_rank() == rank, "the defa
 check.true(dist.group.WORLD.communicator.rank == rank, "dpcore's rank is torch's")
 
 for part in (coll.check_all_reduce, coll.check_moves, coll.check_reduce_scatter,
-             coll.check_coalesced, coll.check_groups, coll.check_refusals,
-             train.check_ddp, train.check_fsdp):
+             coll.check_coalesced, coll.check_groups, coll.check_objects,
+             coll.check_refusals, train.check_ddp, train.check_fsdp):
     try:
         part(check, rank, size, gloo)
     except Exception as e:  # report it with the rest, and go on to the next part

@@ -153,6 +153,17 @@ def check_groups(check, rank, size, gloo):
     dist.barrier()
 
 
+def check_objects(check, rank, size, gloo):
+    """The object collectives, which torch builds on all_gather and broadcast of bytes."""
+    got = [None] * size
+    dist.all_gather_object(got, {"rank": rank, "text": "x" * rank})
+    check.true(got == [{"rank": r, "text": "x" * r} for r in range(size)],
+               f"all_gather_object: {got}")
+    got = [{"from": rank}] if rank == size - 1 else [None]
+    dist.broadcast_object_list(got, src=size - 1)
+    check.true(got == [{"from": size - 1}], f"broadcast_object_list: {got}")
+
+
 def check_refusals(check, rank, size, gloo):
     """Bad local input raises on its rank before anything is sent; the group stays usable."""
     t = torch.ones(4)
@@ -161,7 +172,9 @@ def check_refusals(check, rank, size, gloo):
             (lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)), TypeError, "int16 sum"),
             (lambda: dist.all_reduce(torch.ones(8)[::2]), ValueError, "a strided tensor"),
             (lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
-                                     op=dist.ReduceOp.AVG), TypeError, "avg of int32")]:
+                                     op=dist.ReduceOp.AVG), TypeError, "avg of int32"),
+            (lambda: dist.reduce(t, dst=0), NotImplementedError, "reduce"),
+            (lambda: dist.all_to_all_single(t, t), NotImplementedError, "all_to_all")]:
         try:
             call()
             check.true(False, f"{what} was accepted")
