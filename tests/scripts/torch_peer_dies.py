@@ -1,8 +1,9 @@
 """The last rank is SIGKILLed in the middle of DDP training on the dpcore backend: every other
 rank's next backward() raises dpcore's CommError naming it within seconds (DPCORE_TIMEOUT is
 60 s), never hangs. Started by file:// (a store file in DIR), torch's ranks the reverse of
-MPI's: dpcore names ranks as torch numbers them. Each rank first prints 'rank R: mpi shm NAMES' (the MPI segments it maps,
-which nobody's MPI_Finalize will remove), each survivor then 'rank R: error SECONDS | MESSAGE'.
+MPI's: dpcore names ranks as torch numbers them. Each rank first prints 'rank R: mpi shm NAMES'
+(the MPI segments it maps, which nobody's MPI_Finalize will remove), each survivor then
+'rank R: error SECONDS | MESSAGE'.
 
 Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python torch_peer_dies.py DIR
 """
