@@ -1,0 +1,34 @@
+"""dpcore as a torch.distributed backend: `import dpcore.torch` registers "dpcore", for CPU
+tensors, so that `dist.init_process_group("dpcore", ...)` and `dist.new_group(backend="dpcore")`
+run torch's own collectives, DistributedDataParallel and FSDP on dpcore's.
+
+How, and why so:
+
+- A Python subclass of torch.distributed.ProcessGroup (process_group.py), not a C++ backend.
+  torch's own Python wrapper and the trampoline into a Python group cost about 15 us a call
+  here, and this backend's Python about 8 (dpcore's call itself 2-4): less than a CPU gloo
+  call between two processes already costs, so the targets (a 4-byte all_reduce in a fifth of
+  gloo's time, twice its bus bandwidth from 1 MiB) come within reach without a second compiled
+  module built against torch's headers, which would tie dpcore's build to one torch version.
+  benchmarks/torch_backend.py measures it (benchmarks/results/2026-12-02-torch.md).
+- Under mpiexec, with any init_method, the communicator is made over MPI and ordered by
+  torch's ranks; without MPI in the job, through the group's store (connect.py).
+- Threads: a dpcore communicator takes calls only from the thread that created it (a second
+  thread would order collectives differently on different ranks). torch calls the backend
+  from the thread that runs the collective, and for CPU tensors autograd runs backward (and so
+  DDP's and FSDP's hooks) on the thread that called backward(), so the group is used from the
+  thread that made it. Async calls run on dpcore's own worker thread while that thread computes;
+  one completion thread per group completes their futures (work.py), so `.then()` callbacks
+  run there, and a collective issued from such a callback is refused with a RuntimeError.
+- Errors stay dpcore's: a mismatched call, a dead peer or a stall raises dpcore.CommError on
+  every rank, from the call itself, from Work.wait() or from the future (and so from DDP's
+  backward()).
+"""
+import torch.distributed as dist
+
+from .process_group import ProcessGroup, create
+
+if "DPCORE" not in dist.Backend._plugins:
+    dist.Backend.register_backend("dpcore", create, extended_api=True, devices=["cpu"])
+
+__all__ = ["ProcessGroup"]

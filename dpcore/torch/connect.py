@@ -1,0 +1,68 @@
+"""The dpcore communicator under a torch process group, ordered by torch's ranks.
+
+Under mpiexec (whatever torch's init_method) the communicator is built over MPI: the group's
+ranks tell each other their MPI rank through the group's store, and the communicator is made
+over exactly those MPI ranks in torch's rank order, so torch's rank r is dpcore's rank r even
+where the two numberings differ (a rank given by hand, a group of some ranks). Without MPI in
+the job (launched by torchrun), dpcore bootstraps through the store itself:
+dpcore.init(store=, rank=, size=, timeout=).
+"""
+import math
+import os
+from datetime import timedelta
+
+from torch.distributed.constants import default_pg_timeout
+
+import dpcore
+from ..settings import load as load_settings
+
+# Where an MPI launcher puts a process's rank: MPICH's and Intel's hydra, Open MPI, PMIx.
+_MPI_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+
+
+def under_mpi():
+    return any(v in os.environ for v in _MPI_RANK_VARIABLES)
+
+
+def seconds(timeout):
+    """dpcore's timeout for torch's: torch's default (30 min, what every group gets unless the
+    caller sets one) leaves dpcore's own (DPCORE_TIMEOUT, else 300 s), a chosen one is used."""
+    if timeout is None or timeout == default_pg_timeout:
+        return None
+    return timeout.total_seconds()
+
+
+def communicator(store, rank, size, timeout):
+    """A dpcore communicator whose rank `rank` is this process, over the `size` ranks that
+    share `store` (the group's own store: every group gets a fresh prefix)."""
+    if under_mpi():
+        return _over_mpi(store, rank, size, seconds(timeout))
+    return dpcore.init(store=store, rank=rank, size=size, timeout=seconds(timeout))
+
+
+def _over_mpi(store, rank, size, timeout):
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    store.set(f"dpcore/mpi_rank/{rank}", str(world.rank))
+    keys = [f"dpcore/mpi_rank/{r}" for r in range(size)]
+    # a rank that never comes fails this step at the timeout instead of hanging it
+    limit = timeout if timeout is not None else load_settings().timeout
+    if math.isfinite(limit):
+        store.wait(keys, timedelta(seconds=limit))
+    mpi_ranks = [int(store.get(k)) for k in keys]
+    if len(set(mpi_ranks)) != size or max(mpi_ranks) >= world.size:
+        raise RuntimeError(f"dpcore: the group's ranks are MPI ranks {mpi_ranks} of jobs of "
+                           f"{world.size}: its processes are not all of one mpiexec job")
+    if mpi_ranks == list(range(world.size)):
+        return dpcore.init(world, timeout=timeout)
+    # Only the group's members call this (MPI_Comm_create_group), in torch's rank order.
+    ordered = world.Create_group(world.Get_group().Incl(mpi_ranks))
+    # Kept, never freed (MPI_Finalize frees it): dpcore.init tells its communicators apart by
+    # the handle of the one it is given, and a handle freed here could come back for a later
+    # group on some ranks and not on others.
+    _made.append(ordered)
+    return dpcore.init(ordered, timeout=timeout)
+
+
+_made = []

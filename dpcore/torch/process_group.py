@@ -1,0 +1,229 @@
+"""The process group: torch.distributed's collectives, each as one (or a few) dpcore calls.
+
+torch passes tensors and an options object (opts.asyncOp says whether the caller asked for
+async_op=True). A blocking call runs the dpcore collective on the caller's thread and returns a
+Work that is already done; an async one is submitted to dpcore's worker thread, and its Work's
+future is completed by the group's completion thread (work.py). Results land where torch wants
+them: in place for all_reduce and broadcast (`out=` the tensor's own memory), straight into the
+output tensor for the `_single` (into_tensor) forms, through a copy only where torch's layout
+is a list of tensors.
+"""
+import threading
+from threading import get_ident
+
+import torch
+import torch.distributed as dist
+
+from . import connect
+from .tensors import as_array, as_bytes, one, op_name
+from .work import Completer, Done, Pending
+
+
+def create(options, backend_options=None):
+    """The backend creator torch calls for every group of this backend (extended API)."""
+    comm = connect.communicator(options.store, options.group_rank, options.group_size,
+                                options.timeout)
+    return ProcessGroup(comm)
+
+
+class ProcessGroup(dist.ProcessGroup):
+    """A torch process group whose collectives are dpcore's, on one dpcore communicator."""
+
+    def __init__(self, comm):
+        super().__init__(comm.rank, comm.size)
+        self._comm = comm
+        me = threading.current_thread()
+        self._owner, self._owner_name = me.ident, me.name
+        self._completer = None  # started by the first async call
+        self._group_name = self._group_desc = ""
+
+    # -- what torch asks of any process group --------------------------------------------------
+
+    def getBackendName(self):
+        return "dpcore"
+
+    # A Python group has no C++ backend to keep its name: DTensor, functional collectives and
+    # FSDP2 look groups up by it ("ProcessGroup name not set" without these).
+    def getGroupName(self):
+        return self._group_name
+
+    def setGroupName(self, name):
+        self._group_name = name
+
+    def getGroupDesc(self):
+        return self._group_desc
+
+    def setGroupDesc(self, desc):
+        self._group_desc = desc
+
+    @property
+    def communicator(self):
+        """The dpcore communicator underneath (its rank is this group's rank)."""
+        return self._comm
+
+    def shutdown(self):
+        """Called by dist.destroy_process_group: finish the async calls, close dpcore's."""
+        if self._completer is not None:
+            self._completer.stop()
+            self._completer = None
+        self._comm.close()
+
+    # -- collectives -----------------------------------------------------------------------------
+
+    def allreduce(self, tensors, opts=None):
+        op = op_name(opts.reduceOp) if opts is not None else "sum"
+        a = as_array(tensors[0] if len(tensors) == 1 else one(tensors, "all_reduce"))
+        if opts is not None and not opts.asyncOp and get_ident() == self._owner:
+            self._comm.all_reduce(a, op=op, out=a)  # a user's loop: _issue's path, inlined
+            return Done(tensors)
+        return self._issue(opts, tensors, [lambda async_op: self._comm.all_reduce(
+            a, op=op, out=a, async_op=async_op)])
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op = op_name(opts.reduceOp) if opts is not None else "sum"
+        arrays = [as_array(t) for t in tensors]
+        return self._issue(opts, tensors, [
+            lambda async_op, a=a: self._comm.all_reduce(a, op=op, out=a, async_op=async_op)
+            for a in arrays])
+
+    def broadcast(self, tensors, opts=None):
+        t = tensors[opts.rootTensor] if opts is not None else one(tensors, "broadcast")
+        root = opts.rootRank if opts is not None else 0
+        b = as_bytes(t)
+        return self._issue(opts, tensors, [lambda async_op: self._comm.broadcast(
+            b, root=root, async_op=async_op)])
+
+    def all_gather_single(self, output, input, opts=None):
+        """all_gather_into_tensor: every rank's input, in rank order, into output (input may be
+        this rank's slice of output: FSDP2 gathers in place)."""
+        return self._issue(opts, [output], [self._gather_into(output, input)])
+
+    def _gather_into(self, output, input):
+        if output.numel() != input.numel() * self.size() or output.dtype != input.dtype:
+            raise ValueError(f"dpcore: all_gather_into_tensor needs an output of {self.size()} "
+                             f"times the input's {input.numel()} elements and its dtype; got "
+                             f"{output.numel()} of {output.dtype}")
+        i, o = as_bytes(input, "input"), as_bytes(output, "output")
+        return lambda async_op: self._comm.all_gather(i, out=o, async_op=async_op)
+
+    _allgather_base = all_gather_single
+
+    def allgather(self, output_lists, inputs, opts=None):
+        """all_gather into a list of tensors: gathered into one buffer, then copied out."""
+        outputs, t = one(output_lists, "all_gather"), one(inputs, "all_gather")
+        if len(outputs) != self.size() or any(o.numel() != t.numel() for o in outputs):
+            raise ValueError(f"dpcore: all_gather needs {self.size()} output tensors of the "
+                             f"input's {t.numel()} elements")
+        flat = torch.empty((self.size(), t.numel()), dtype=t.dtype)
+
+        def copy_out():
+            for o, row in zip(outputs, flat):
+                o.copy_(row.view(o.shape))
+
+        i, f = as_bytes(t, "input"), as_bytes(flat)
+        return self._issue(opts, output_lists, [lambda async_op: self._comm.all_gather(
+            i, out=f, async_op=async_op)], copy_out)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        """reduce_scatter_tensor: rank r gets slice r of the reduction of every rank's input."""
+        return self._issue(opts, [output], [self._scatter_into(output, input, opts)])
+
+    def _scatter_into(self, output, input, opts):
+        op = op_name(opts.reduceOp) if opts is not None else "sum"
+        if input.numel() != output.numel() * self.size():
+            raise ValueError(f"dpcore: reduce_scatter_tensor needs an input of {self.size()} "
+                             f"times the output's {output.numel()} elements, got "
+                             f"{input.numel()}")
+        i, o = as_array(input), as_array(output)
+        return lambda async_op: self._comm.reduce_scatter(i, op=op, out=o, async_op=async_op)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        """reduce_scatter from a list of tensors, one per rank: concatenated, then scattered."""
+        op = op_name(opts.reduceOp) if opts is not None else "sum"
+        output, inputs = one(outputs, "reduce_scatter"), one(input_lists, "reduce_scatter")
+        if len(inputs) != self.size() or any(t.numel() != output.numel() for t in inputs):
+            raise ValueError(f"dpcore: reduce_scatter needs {self.size()} input tensors of the "
+                             f"output's {output.numel()} elements")
+        i = as_array(torch.cat([t.reshape(-1) for t in inputs]))
+        o = as_array(output)
+        return self._issue(opts, outputs, [lambda async_op: self._comm.reduce_scatter(
+            i, op=op, out=o, async_op=async_op)])
+
+    # The coalesced forms: a dpcore call per pair, one Work for them all.
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self._issue(opts, outputs, [self._gather_into(o, i)
+                                           for o, i in _pairs(outputs, inputs)])
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return self._issue(opts, outputs, [self._scatter_into(o, i, opts)
+                                           for o, i in _pairs(outputs, inputs)])
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def barrier(self, opts=None):
+        self._check_thread()
+        self._comm.barrier()  # queued after the async calls before it, like any collective
+        return Done([])
+
+    # torch's calls that are not dpcore collectives: a clear error instead of torch's "No backend
+    # type associated with device type cpu" (what a Python group without them would raise).
+    def _not_dpcore(name):
+        def refuse(self, *args, **kwargs):
+            raise NotImplementedError(
+                f"dpcore: torch.distributed's {name} is not a dpcore collective, so the dpcore "
+                f"backend does not run it (it runs all_reduce, broadcast, all_gather, "
+                f"reduce_scatter and barrier); use a gloo group for it "
+                f"(dist.new_group(backend='gloo'))")
+        refuse.__name__ = name
+        return refuse
+
+    reduce = _not_dpcore("reduce")
+    gather = _not_dpcore("gather")
+    scatter = _not_dpcore("scatter")
+    alltoall = _not_dpcore("all_to_all")
+    alltoall_base = all_to_all_single = _not_dpcore("all_to_all_single")
+    send = _not_dpcore("send")
+    recv = recv_anysource = _not_dpcore("recv")
+    allgather_coalesced = _not_dpcore("all_gather_coalesced")
+    del _not_dpcore
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _issue(self, opts, value, calls, then=None):
+        """Run `calls` (each takes async_op) as torch asked; `value` is what the Work's future
+        holds; `then` runs once the calls are done (copies into place)."""
+        self._check_thread()
+        if opts is not None and not opts.asyncOp:
+            for call in calls:
+                call(False)
+            if then is not None:
+                then()
+            return Done(value)
+        jobs = [call(True) for call in calls]
+        return self._completer_thread().track(Pending(jobs, value, then))
+
+    def _completer_thread(self):
+        if self._completer is None:
+            self._completer = Completer(f"dpcore-completion-{self._group_name or 'group'}")
+        return self._completer
+
+    def _check_thread(self):
+        """dpcore pairs collectives by their order on each rank; two threads issuing them would
+        order them differently on different ranks and mix their data. So, as dpcore's own
+        communicators, a group takes calls only from the thread that created it."""
+        if get_ident() != self._owner:
+            me = threading.current_thread()
+            raise RuntimeError(
+                f"dpcore: process group {self._group_name!r} was created on thread "
+                f"{self._owner_name!r} and takes collectives only from it; this call came from "
+                f"{me.name!r} (a future's .then() callback runs on dpcore's completion thread: "
+                f"issue collectives from the thread that made the group)")
+
+
+def _pairs(outputs, inputs):
+    if len(outputs) != len(inputs):
+        raise ValueError("dpcore: coalesced calls need as many outputs as inputs")
+    return zip(outputs, inputs)

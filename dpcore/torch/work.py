@@ -1,0 +1,142 @@
+"""torch Work objects for dpcore collectives, and the thread that completes their futures.
+
+A blocking call (async_op=False) has run when the backend returns, so its Work is done at once.
+An async call runs on dpcore's worker thread while the caller computes; torch then wants a
+Future that completes on its own: DDP's reducer chains `.then()` on `get_future()` and never
+calls `Work.wait()`. dpcore's jobs have no callbacks, so one thread per process group, the
+completion thread, waits for them in issue order (they finish in that order) and completes the
+futures. Callbacks chained with `.then()` therefore run on that thread; dpcore's collectives
+still run only on the thread that created the group (see process_group.py).
+"""
+import queue
+import threading
+
+import torch
+import torch.distributed as dist
+
+
+class Done(dist.Work):
+    """A collective that has already run: wait() returns at once."""
+
+    def __init__(self, value):
+        super().__init__()
+        self._value = value
+
+    def wait(self, timeout=None):
+        return True
+
+    def get_future(self):
+        future = torch.futures.Future()
+        future.set_result(self._value)
+        return future
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._value
+
+
+class Pending(dist.Work):
+    """One or more async dpcore collectives (dpcore.Work), issued as one torch call; `then`
+    (may be None) runs once after they are done, before anyone sees the result: it copies
+    results into place where torch's layout is not dpcore's."""
+
+    def __init__(self, jobs, value, then=None):
+        super().__init__()
+        self._jobs, self._value, self._then = jobs, value, then
+        # torch's consumers (DDP's reducer, in C++) need a future in error state, which a
+        # Python Future gets only from a callback that raises: so torch gets a child future of
+        # the one the completion thread completes, and the child raises a failure's error.
+        self._source = torch.futures.Future()
+        self._future = self._source.then(_result_or_raise)
+        self._lock = threading.Lock()
+        self._finished, self._error = False, None
+
+    def finish(self, timeout=None):
+        """Wait for the collectives and run `then`, once; raise their error, on every call."""
+        with self._lock:
+            if not self._finished:
+                try:
+                    for job in self._jobs:
+                        job.wait(timeout)
+                    if self._then is not None:
+                        self._then()
+                except TimeoutError:  # still running: a later wait may see it through
+                    raise
+                except BaseException as e:
+                    self._error = e
+                self._finished, self._jobs = True, ()
+        if self._error is not None:
+            raise self._error
+
+    def wait(self, timeout=None):
+        # torch passes a timedelta; zero is its "no timeout" (kNoTimeout)
+        seconds = timeout.total_seconds() if timeout is not None else 0
+        self.finish(seconds if seconds > 0 else None)
+        return True
+
+    def get_future(self):
+        return self._future
+
+    def is_completed(self):
+        return self._finished
+
+    def is_success(self):
+        return self._finished and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def result(self):
+        self.finish()
+        return self._value
+
+
+class _Failure:
+    def __init__(self, error):
+        self.error = error
+
+
+def _result_or_raise(source):
+    value = source.value()
+    if isinstance(value, _Failure):
+        raise value.error
+    return value
+
+
+class Completer:
+    """The completion thread of one process group: finishes each Pending it is given, in the
+    order given, and completes its future with the result or the collective's error."""
+
+    def __init__(self, name):
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def track(self, work):
+        self._queue.put(work)
+        return work
+
+    def _run(self):
+        while True:
+            work = self._queue.get()
+            if work is None:
+                return
+            try:
+                work.finish()
+            except BaseException as e:  # the collective's error reaches the future's users
+                work._source.set_result(_Failure(e))
+            else:
+                work._source.set_result(work._value)
+
+    def stop(self):
+        """Complete what was given, then end the thread."""
+        self._queue.put(None)
+        self._thread.join()
