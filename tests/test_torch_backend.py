@@ -20,13 +20,14 @@ def test_torch_collectives_ddp_and_fsdp_match_gloo(n, init_method):
     run_ok("torch_backend.py", n, init_method, timeout=240)
 
 
-def test_without_mpiexec_the_backend_bootstraps_through_the_store(tmp_path):
-    """As under torchrun: dpcore.init(store=, rank=, size=, timeout=) is what it calls, a clear
-    error says so while dpcore has not got that keyword, and one rank needs no launcher."""
-    _, output = run_python([SCRIPTS / "torch_no_mpi.py", tmp_path],
+def test_under_torchrun_the_backend_bootstraps_through_the_store():
+    """torchrun sets env:// and starts no MPI: dpcore's communicator comes from torch's store
+    (dpcore.init(store=...)), and torch's collectives are exact there too."""
+    _, output = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                            "2", SCRIPTS / "torch_torchrun.py"],
                            env={"PMI_RANK": None, "OMPI_COMM_WORLD_RANK": None,
-                                "PMIX_RANK": None}, timeout=60)
-    assert output.strip().endswith("ok"), output
+                                "PMIX_RANK": None}, timeout=120)
+    assert "rank 0: ok" in output and "rank 1: ok" in output, output
 
 
 @pytest.mark.mpi
