@@ -10,11 +10,22 @@
 
 namespace dpcore {
 
-void MpiLink::check(int rc, int peer) const {
-  if (rc != 0) {
-    call_->fail("MPI error with rank " + std::to_string(e_.names[peer]) + ": " +
-                e_.api->errorString(rc));
+void MpiLink::check(int rc, int peer) {
+  if (rc == 0) return;
+  // MPI's error may be a peer's death seen first by MPI (its shared-memory copy from a process
+  // that is gone: "process_vm_readv failed (errno 3)"). Then the news is that death, passed on
+  // as it began, naming the dead rank rather than this one; the process may take a moment to
+  // show as gone.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (;;) {
+    const std::string trouble = watch_.trouble(call_->seq);
+    if (!trouble.empty()) call_->fail(trouble);
+    if (std::chrono::steady_clock::now() >= until) break;
+    timespec nap{0, 5 * 1000 * 1000};
+    nanosleep(&nap, nullptr);
   }
+  call_->fail("MPI error with rank " + std::to_string(e_.names[peer]) + ": " +
+              e_.api->errorString(rc));
 }
 
 MpiLink::Pending MpiLink::isend(const void* buf, size_t bytes, int peer, int tag) {

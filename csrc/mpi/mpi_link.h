@@ -38,7 +38,7 @@ class MpiLink {
   void waitAll(Pending* pending, size_t count);  // reorders pending
 
  private:
-  void check(int rc, int peer) const;  // an MPI error names the peer it came with
+  void check(int rc, int peer);  // an MPI error: a dead peer's news, or names the peer
   [[noreturn]] void timeOut(Pending* late, size_t count);
   [[noreturn]] void abandon(Pending* late, size_t count, const std::string& why);
 
