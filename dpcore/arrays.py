@@ -39,8 +39,9 @@ def as_numpy(x, what="x"):
 def _bfloat16_view(x, from_dlpack):
     """NumPy has no DLPack code for bfloat16: move the bits as int16 and view them as
     ml_dtypes.bfloat16 (both ways), still without a copy."""
-    from .dtypes import bfloat16
+    from .dtypes import bfloat16_dtype
 
+    bfloat16 = bfloat16_dtype()
     if bfloat16 is None or not hasattr(x, "view"):
         raise TypeError("dpcore: bfloat16 arrays need ml_dtypes (pip install ml_dtypes)")
     bits_dtype = getattr(sys.modules.get(type(x).__module__.split(".")[0]), "int16", np.int16)

@@ -35,9 +35,9 @@ ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "dir
 # timed faster (csrc/core/tuner.h), or, with DPCORE_TUNE=0, picks by fixed thresholds.
 _DIRECT_COLLECTIVES = ("all_gather", "broadcast", "all_reduce", "reduce_scatter")
 
-# (dtype, op) of every reduction dpcore runs: (dtype code, op code)
-_REDUCTIONS = {(dt, op): (code, opc) for dt, code in DTYPES.items() for op, opc in OPS.items()
-               if opc != AVG or code in FLOATING}
+# (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
+# of every call (_check_reduction fills it)
+_REDUCTIONS = {}
 
 # What a barrier passes for its (unused) buffers.
 _EMPTY = np.empty(0, np.uint8)
@@ -214,12 +214,9 @@ class Communicator:
 
     @staticmethod
     def _check_reduction(a, op):
-        codes = _REDUCTIONS.get((a.dtype, op))  # one lookup on the path of every call
+        codes = _REDUCTIONS.get((a.dtype, op))
         if codes is None:
-            dtype_code(a.dtype)  # raises the full message
-            if op not in OPS:
-                raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")
-            raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {a.dtype}")
+            codes = _reduction_codes(a.dtype, op)
         if not a.flags.c_contiguous:
             check_contiguous(a, "x")
         return codes
@@ -317,6 +314,19 @@ class Communicator:
     def __repr__(self):
         return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
                 f"{self.local_rank}/{self.local_size} transport={self.transport}>")
+
+
+def _reduction_codes(dtype, op):
+    """(dtype code, op code) of a reduction dpcore runs, remembered in _REDUCTIONS; TypeError or
+    ValueError says what is wrong otherwise."""
+    code = dtype_code(dtype)  # raises the full message
+    opc = OPS.get(op) if isinstance(op, str) else None
+    if opc is None:
+        raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")
+    if opc == AVG and code not in FLOATING:
+        raise TypeError(f"dpcore: op 'avg' needs a floating dtype, not {dtype}")
+    _REDUCTIONS[(dtype, op)] = code, opc
+    return code, opc
 
 
 def _nodes(boot, node_size):

@@ -4,18 +4,14 @@ import numpy as np
 
 from . import _C
 
-try:  # bfloat16 is optional: ml_dtypes provides the NumPy dtype
-    import ml_dtypes
-
-    bfloat16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - depends on the environment
-    bfloat16 = None
-
+# dtype -> code, NumPy's own dtypes at first. bfloat16's NumPy dtype comes from ml_dtypes
+# (optional), whose import took about a second here: every rank of every job paid it in
+# `import dpcore`. So it is looked up where a bfloat16 array or name first appears
+# (bfloat16_dtype), and only then entered here.
 DTYPES = {np.dtype(name): code for name, code in _C.DTYPES.items() if name != "bfloat16"}
-if bfloat16 is not None:
-    DTYPES[bfloat16] = _C.DTYPES["bfloat16"]
+BFLOAT16_CODE = _C.DTYPES["bfloat16"]
 
-FLOATING = {code for dt, code in DTYPES.items() if dt.kind == "f" or dt == bfloat16}
+FLOATING = {code for dt, code in DTYPES.items() if dt.kind == "f"} | {BFLOAT16_CODE}
 
 OPS = dict(_C.OPS)  # {"sum": 0, ...}
 AVG = OPS["avg"]
@@ -29,11 +25,30 @@ ALGORITHMS = dict(_C.ALGORITHMS)  # {"one_shot": 0, "ring": 1, ..., "auto": 4}
 ALGORITHM_NAMES = {code: name for name, code in ALGORITHMS.items()}
 
 
+def bfloat16_dtype():
+    """NumPy's bfloat16 (ml_dtypes'), entered in DTYPES; None where ml_dtypes is missing."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    dtype = np.dtype(ml_dtypes.bfloat16)
+    DTYPES[dtype] = BFLOAT16_CODE
+    return dtype
+
+
+def supported():
+    """Every dtype dpcore reduces and moves here, in code order (bfloat16 with ml_dtypes)."""
+    bfloat16_dtype()
+    return sorted(DTYPES, key=DTYPES.get)
+
+
 def dtype_code(dtype):
     """The code of a supported dtype; TypeError names the supported ones otherwise."""
     code = DTYPES.get(dtype)
+    if code is None and getattr(dtype, "name", None) == "bfloat16" and bfloat16_dtype() == dtype:
+        code = BFLOAT16_CODE  # the first bfloat16 array: ml_dtypes is imported by now
     if code is None:
-        names = ", ".join(sorted(str(d) for d in DTYPES))
+        names = ", ".join(str(d) for d in supported())
         raise TypeError(f"dpcore: unsupported dtype {dtype}; supported: {names}")
     return code
 
@@ -41,7 +56,8 @@ def dtype_code(dtype):
 def parse_dtype(name):
     """A dtype from its name ("float32", "bfloat16", ...), for the command line."""
     if name == "bfloat16":
-        if bfloat16 is None:
+        dtype = bfloat16_dtype()
+        if dtype is None:
             raise ValueError("bfloat16 needs ml_dtypes (pip install ml_dtypes)")
-        return bfloat16
+        return dtype
     return np.dtype(name)

@@ -14,7 +14,7 @@ from dpcore.bench import cli, collectives
 from dpcore.bench.collectives import COLLECTIVES
 from dpcore.bench.options import parse_size
 from dpcore.cost import auto
-from dpcore.dtypes import bfloat16
+from dpcore.dtypes import bfloat16_dtype
 from mpi_helpers import run_mpi, run_python
 from test_direct import ptrace_allows_siblings
 
@@ -97,7 +97,7 @@ def check_rows(doc, output, collective, ranks, compare=True):
     ("reduce_scatter", "float16", "avg"),
     ("all_gather", "int8", "sum"),
     pytest.param("broadcast", "bfloat16", "sum", marks=pytest.mark.skipif(
-        bfloat16 is None, reason="bfloat16 needs ml_dtypes")),
+        bfloat16_dtype() is None, reason="bfloat16 needs ml_dtypes")),
 ])
 def test_two_ranks(tmp_path, collective, dtype, op):
     extra = ["-r", "1"] if collective == "broadcast" else []

@@ -5,7 +5,7 @@ import re
 
 from ..cli_args import Parser
 from ..comm import Communicator
-from ..dtypes import DTYPES, parse_dtype
+from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
 from .collectives import COLLECTIVES, dtype_name
 
@@ -31,14 +31,14 @@ def parse_size(text):
 
 def _dtype_names(text):
     if text == "all":
-        return [dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get)]
+        return [dtype_name(d) for d in supported()]
     name = _DTYPE_ALIASES.get(text, text)
     try:
         dtype = parse_dtype(name)
     except (TypeError, ValueError) as e:
         raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}: {e}")
-    if dtype not in DTYPES:
-        names = ", ".join(dtype_name(d) for d in sorted(DTYPES, key=DTYPES.get))
+    if dtype not in supported():
+        names = ", ".join(dtype_name(d) for d in supported())
         raise argparse.ArgumentTypeError(f"unsupported dtype {text!r}; supported: {names}")
     return [name]
 

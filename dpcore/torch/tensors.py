@@ -9,7 +9,7 @@ reductions take the dtypes dpcore reduces.
 import torch
 import torch.distributed as dist
 
-from ..dtypes import bfloat16
+from ..dtypes import bfloat16_dtype
 
 # Compared in turn, SUM first: a ReduceOp compares with a RedOpType in C++ in well under a
 # microsecond, while hashing either costs 2 us, a tenth of a small call here.
@@ -38,6 +38,7 @@ def as_array(t):
     if t.requires_grad:
         t = t.detach()
     if t.dtype is torch.bfloat16:
+        bfloat16 = bfloat16_dtype()
         if bfloat16 is None:
             raise TypeError("dpcore: bfloat16 tensors need ml_dtypes "
                             "(pip install ml_dtypes, or dpcore[torch])")

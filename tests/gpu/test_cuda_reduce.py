@@ -5,7 +5,9 @@ import pytest
 
 import dpcore
 from dpcore import _C
-from dpcore.dtypes import DTYPES, OPS, bfloat16
+from dpcore.dtypes import DTYPES, OPS, bfloat16_dtype
+
+bfloat16 = bfloat16_dtype()
 
 cp = pytest.importorskip("cupy")
 if not dpcore.build_info()["cuda_available"]:

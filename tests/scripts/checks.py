@@ -10,28 +10,36 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-try:
-    import ml_dtypes
-
-    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    BFLOAT16 = None
-
-DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "uint8", "int32",
-                                "int64")]
-if BFLOAT16 is not None:
-    DTYPES.append(BFLOAT16)
+_DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "uint8", "int32",
+                                 "int64")]
 
 # A sample for the transports whose every call is slow here (MPI with ranks sharing cores):
 # each dtype's arithmetic (16-bit floats, wrapping integers) and each op at least once.
 _F16, _F32, _I64 = (np.dtype(t) for t in ("float16", "float32", "int64"))
-FEW_REDUCTIONS = [(_F16, "sum"), (_F16, "avg"), (_F16, "max"), (_F32, "sum"), (_F32, "prod"),
-                  (_F32, "avg"), (np.dtype("float64"), "min"), (np.dtype("int8"), "sum"),
-                  (np.dtype("int32"), "prod"), (_I64, "max")]
-FEW_DTYPES = [_F16, _F32, _I64]
-if BFLOAT16 is not None:
-    FEW_REDUCTIONS.append((BFLOAT16, "sum"))
-    FEW_DTYPES.append(BFLOAT16)
+_FEW_REDUCTIONS = [(_F16, "sum"), (_F16, "avg"), (_F16, "max"), (_F32, "sum"), (_F32, "prod"),
+                   (_F32, "avg"), (np.dtype("float64"), "min"), (np.dtype("int8"), "sum"),
+                   (np.dtype("int32"), "prod"), (_I64, "max")]
+_FEW_DTYPES = [_F16, _F32, _I64]
+
+
+def __getattr__(name):
+    """DTYPES, FEW_DTYPES, FEW_REDUCTIONS, and BFLOAT16 (None without ml_dtypes), which have
+    bfloat16 where ml_dtypes is installed; made on first use, as dpcore looks bfloat16 up: its
+    import takes about a second, which every rank of the scripts that need none of them paid."""
+    if name not in ("BFLOAT16", "DTYPES", "FEW_DTYPES", "FEW_REDUCTIONS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import ml_dtypes
+
+        bfloat16 = np.dtype(ml_dtypes.bfloat16)
+    except ImportError:
+        bfloat16 = None
+    extra = [] if bfloat16 is None else [bfloat16]
+    made = {"BFLOAT16": bfloat16, "DTYPES": _DTYPES + extra, "FEW_DTYPES": _FEW_DTYPES + extra,
+            "FEW_REDUCTIONS": _FEW_REDUCTIONS + [(d, "sum") for d in extra]}
+    globals().update(made)
+    return made[name]
+
 
 # What MPI itself can reduce (mpi4py knows neither float16 nor bfloat16 as MPI types).
 MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "uint8", "int32", "int64")}
@@ -44,7 +52,7 @@ _MODULUS = {"float16": 1024, "bfloat16": 128, "int8": 256, "uint8": 256, "float3
 
 
 def is_float(dtype):
-    return dtype.kind == "f" or dtype == BFLOAT16
+    return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def ops_for(dtype):
