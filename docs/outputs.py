@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The recorded outputs in docs/tutorial.md, regenerated from the code as it is now.
 
-Every fenced block whose first line is `$ COMMAND` records what COMMAND printed. A comment on
-the line before the block may choose which lines it keeps: `<!-- show: 1-3, 40-45, -4 -->` keeps
+Every fenced block whose first line is `$ COMMAND` records what COMMAND printed (a later line
+that starts with `$ ` begins another command's, after a blank line). A comment on the line
+before the block may choose which lines it keeps of each: `<!-- show: 1-3, 40-45, -4 -->` keeps
 lines 1-3 and 40-45 and the last 4 of the output, with `...` where lines were left out. Without
 one the block keeps the whole output.
 
@@ -75,21 +76,25 @@ def run(command):
     return (done.stdout + done.stderr).rstrip("\n").splitlines()
 
 
-def block(match, output_lines):
-    show = match["show"]
-    head = f"<!-- show: {show} -->\n" if show else ""
-    body = "\n".join(shown(output_lines, show))
-    return f"{head}```\n$ {match['cmd']}\n{body}\n```"
+def commands(match):
+    """The block's commands: its first line's, and any later line that starts with "$ " (a
+    block may show two runs to compare, a blank line between them)."""
+    return [match["cmd"]] + [line[2:] for line in match["out"].splitlines()
+                             if line.startswith("$ ")]
 
 
 def regenerate(text, only_deterministic):
-    """text with every block (or every deterministic one) made again from its command."""
+    """text with every block (or every deterministic one) made again from its commands."""
     def again(match):
-        command = match["cmd"]
-        if only_deterministic and not command.startswith(DETERMINISTIC):
+        if only_deterministic and not all(c.startswith(DETERMINISTIC) for c in commands(match)):
             return match[0]
-        print(f"$ {command}", file=sys.stderr, flush=True)
-        return block(match, run(command))
+        show = match["show"]
+        parts = []
+        for command in commands(match):
+            print(f"$ {command}", file=sys.stderr, flush=True)
+            parts.append("\n".join([f"$ {command}", *shown(run(command), show)]))
+        head = f"<!-- show: {show} -->\n" if show else ""
+        return head + "```\n" + "\n\n".join(parts) + "\n```"
     return BLOCK.sub(again, text)
 
 
