@@ -76,6 +76,10 @@ def _add_at(full, index, g):
 
 
 class Tensor:
+    """An array (NumPy, or CuPy on a GPU) with a gradient: `.data`, `.grad`, `.backward()`, the
+    operators + - * / @ and the reductions the layers use, as in PyTorch (docs/api.md,
+    "Training")."""
+
     __array_ufunc__ = None  # so `ndarray op Tensor` calls Tensor's reflected operator
 
     def __init__(self, data, requires_grad=False):

@@ -75,6 +75,7 @@ class DataParallel:
     # -- forward and backward ---------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
+        """The model's forward; its backward then reduces the gradients as they are ready."""
         with trace.span("forward"):
             out = self.module(*args, **kwargs)
         self.param_store.forward_done()
@@ -110,6 +111,8 @@ class DataParallel:
     # -- update -----------------------------------------------------------------------------------
 
     def step(self):
+        """Waits for the gradients' collectives and updates the parameters (this rank's shard
+        of them from stage 1 on, then gathered where the stage needs them whole)."""
         with trace.span("step"):
             self.launcher.launch_rest()
             self.comm.wait_all(self.launcher.works)
@@ -131,6 +134,7 @@ class DataParallel:
         return loss * self.mixed.scale if self.mixed is not None else loss
 
     def zero_grad(self):
+        """Clears the gradients for the next step, once no collective still reads them."""
         for work in self.launcher.works:  # never zero a buffer that a collective is still reading
             work.wait()
         self.grad_sync.zero_grad()
