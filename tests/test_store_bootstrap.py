@@ -69,14 +69,21 @@ def ok_ranks(output):
     return {int(r) for r in re.findall(r"^rank (\d+): ok$", output, re.MULTILINE)}
 
 
-def test_collectives_on_a_file_store_match_numpy_without_mpi(tmp_path):
-    """3 ranks on a torch FileStore (in a PrefixStore): all_reduce, reduce_scatter, all_gather
-    and broadcast at sizes from 0 to 100003 elements equal NumPy's exactly, comm.alloc gives
-    shared buffers, close works, and a second communicator on the same store works too."""
-    output = launch("collectives", 3, "file", tmp_path)
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch's stores need torch (CI installs it)")
+
+
+@pytest.mark.parametrize("store", ["dir", pytest.param("file", marks=needs_torch)])
+def test_collectives_on_a_store_match_numpy_without_mpi(store, tmp_path):
+    """3 ranks on a store (torch's FileStore in a PrefixStore, or the test's own DirStore where
+    torch is missing): all_reduce, reduce_scatter, all_gather and broadcast at sizes from 0 to
+    100003 elements equal NumPy's exactly, comm.alloc gives shared buffers, close works, and a
+    second communicator on the same store works too."""
+    output = launch("collectives", 3, store, tmp_path)
     assert ok_ranks(output) == {0, 1, 2}, output
 
 
+@needs_torch
 def test_collectives_under_torchrun(tmp_path):
     """`torchrun --nproc-per-node 2`: the store of torch's env:// rendezvous, the same checks."""
     output = launch("collectives", 2, "env", tmp_path, torchrun=True)
