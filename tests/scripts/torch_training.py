@@ -145,6 +145,18 @@ def compare_runs(check, name, got, want):
         same(check, a, b, f"{name} final parameter {i}")
 
 
+def train(setup, net):
+    """STEPS steps of a sharded `net` (FSDP2 or FSDP1); each step's local gradients."""
+    opt, grads = setup.optimizer(net.parameters()), []
+    for step in range(STEPS):
+        setup.loss(net(setup.batch(step))).backward()
+        grads.append(local_grads(net.parameters()))
+        opt.step()
+        opt.zero_grad()
+        setup.settle(net.parameters())
+    return grads
+
+
 def fsdp2_run(setup, group):
     net = setup.model()
     mesh = DeviceMesh.from_group(group, "cpu")
@@ -152,14 +164,7 @@ def fsdp2_run(setup, group):
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(net, mesh=mesh)
-    opt, grads = setup.optimizer(net.parameters()), []
-    for step in range(STEPS):
-        setup.loss(net(setup.batch(step))).backward()
-        grads.append(local_grads(net.parameters()))
-        opt.step()
-        opt.zero_grad()
-        setup.settle(net.parameters())
-    return grads, [p.full_tensor() for p in net.parameters()]  # a functional all_gather
+    return train(setup, net), [p.full_tensor() for p in net.parameters()]  # an all_gather
 
 
 def fsdp1_run(setup, group):
@@ -167,13 +172,7 @@ def fsdp1_run(setup, group):
                device_id=torch.device("cpu"),
                auto_wrap_policy=lambda module, recurse, nonwrapped_numel:
                recurse or isinstance(module, nn.Linear))
-    opt, grads = setup.optimizer(net.parameters()), []
-    for step in range(STEPS):
-        setup.loss(net(setup.batch(step))).backward()
-        grads.append(local_grads(net.parameters()))
-        opt.step()
-        opt.zero_grad()
-        setup.settle(net.parameters())
+    grads = train(setup, net)
     with FSDP.summon_full_params(net):
         return grads, [p.detach().clone() for p in net.parameters()]
 
