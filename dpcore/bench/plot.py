@@ -17,6 +17,15 @@ def check_matplotlib():
                           "pip install matplotlib") from None
 
 
+def pyplot():
+    """matplotlib.pyplot, drawing to files (the Agg backend: no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def _size_text(nbytes):
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if nbytes >= 1 << shift:
@@ -27,10 +36,7 @@ def _size_text(nbytes):
 
 def plot(path, rows, coll, transport, compare):
     """Write the figure for the bench's rows (as in --json) to path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
     n = rows[0]["nranks"] if rows else 1

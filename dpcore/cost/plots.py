@@ -6,9 +6,10 @@ at instead of reading tables.
 - scaling: efficiency (compute / step time) against ranks, one line per setting asked for.
 - fit: each measured time beside the fitted model's, against size, per algorithm and collective.
 
-matplotlib is optional (the `plot` extra); dpcore.bench.plot.check_matplotlib says how to get
-it, before anything runs.
+matplotlib is optional (the `plot` extra); dpcore.bench.plot's check_matplotlib says how to
+get it, before anything runs, and pyplot() draws to files.
 """
+from ..bench.plot import pyplot
 from .memory import zero_memory
 from .units import fmt_bytes
 
@@ -16,17 +17,9 @@ STAGE_NAMES = ("0: nothing", "1: optimizer", "2: + gradients", "3: + parameters"
 KINDS = (("params", "parameters"), ("grads", "gradients"), ("optimizer", "optimizer state"))
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def memory(path, num_params, ranks, stages, precision, gpu_gb):
     """Stacked bars of model-state bytes per rank for each stage."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = [STAGE_NAMES[s] for s in stages]
     bottom = [0.0] * len(stages)
@@ -51,7 +44,7 @@ def memory(path, num_params, ranks, stages, precision, gpu_gb):
 
 def scaling(path, rows, title):
     """Efficiency and speedup against ranks (scaling.predict_scaling's rows)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ranks = [r.ranks for r in rows]
     ax.plot(ranks, [r.efficiency for r in rows], marker="o", label="efficiency")
@@ -74,7 +67,7 @@ def scaling(path, rows, title):
 def fit(path, samples, predict):
     """Measured seconds against size beside predict(sample) -> the model's, one panel per
     collective, a colour per algorithm."""
-    plt = _pyplot()
+    plt = pyplot()
     colls = sorted({s.coll for s in samples})
     fig, axes = plt.subplots(1, len(colls), figsize=(6 * len(colls), 4.5), squeeze=False)
     for ax, coll in zip(axes[0], colls):

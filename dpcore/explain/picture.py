@@ -5,16 +5,14 @@ same as in the text ("013", "all"). A red frame marks what the step changed, and
 the margin goes from each sender to its receiver. The ring's two phases show at a glance: the
 reduce-scatter darkens one cell per rank per step, and the all-gather copies the dark cells
 round. matplotlib is optional (the `plot` extra)."""
+from ..bench.plot import pyplot
 from .render import _cell
 
 
 def draw(sim, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
+    plt = pyplot()
     n, m = sim.n, len(sim.piece_bytes)
     frames = [("start", sim.initial, None, None)] + [
         (f"step {i + 1}: {step.phase}", sim.states[i], sim.initial if i == 0 else
