@@ -26,6 +26,7 @@ namespace py = pybind11;
 
 namespace dpcore {
 void bindBackends(py::module_& m);
+void bindDevice(py::module_& m);
 }  // namespace dpcore
 
 using namespace dpcore;
@@ -107,6 +108,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("MAX_ELEMENT_BYTES") = kMaxDTypeSize;
 
   bindBackends(m);
+  bindDevice(m);
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {

@@ -17,9 +17,9 @@ def as_numpy(x, what="x"):
     if hasattr(x, "__dlpack__"):
         device = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else _KDL_CPU
         if device != _KDL_CPU:
-            raise NotImplementedError(
-                f"dpcore: {what} lives on a device (DLPack device type {device}); the CUDA "
-                "collectives are not built yet, only the CPU path is")
+            raise TypeError(
+                f"dpcore: {what} lives on a device (DLPack device type {device}), but the "
+                f"call's other arrays are host arrays: pass all on the device or all on the host")
         if getattr(x, "requires_grad", False):  # torch would refuse to export it (BufferError)
             raise TypeError(f"dpcore: {what} requires grad; pass {what}.detach() (a collective "
                             f"is not recorded by autograd)")

@@ -21,6 +21,8 @@ from . import trace, transports
 from .arrays import as_numpy, check_contiguous, check_in_place, check_out, check_shard_in_out
 from .bootstrap import Bootstrap
 from .cost import auto as _auto
+from .device_arrays import device_view
+from .device_comm import DeviceCollectives
 from .dtypes import (ALGORITHM_NAMES, ALGORITHMS, ALL_GATHER, ALL_REDUCE, AVG, BARRIER,
                      BROADCAST, DTYPES, FLOATING, OPS, REDUCE_SCATTER, dtype_code)
 from .mpi_comms import release_when_dropped
@@ -103,6 +105,7 @@ class Communicator:
         self._release = release_when_dropped(self, self._backend, comms, boot)
         # whether every rank may read every peer's memory: algo "direct" can run
         self.direct = connection.direct
+        self._devices = DeviceCollectives(self)  # CUDA arrays' backend, made at their first call
 
     def alloc(self, shape, dtype=np.float32):
         """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
@@ -126,8 +129,15 @@ class Communicator:
         """The elementwise reduction (op: sum, prod, max, min, avg) of every rank's x, in x's
         shape and array type, on every rank. A new array unless out is given; out=x works in
         place (unlike torch.distributed, all_reduce(x) leaves x as it is). algo: "auto",
-        "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result."""
-        a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
+        "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result.
+        CUDA arrays (CuPy, torch, __cuda_array_interface__) run on the device (device_comm)."""
+        if type(x) is np.ndarray:
+            a, wrap = x, None
+        else:
+            view = device_view(x)
+            if view is not None:
+                return self._devices.all_reduce(view, op, out, algo, async_op)
+            a, wrap = as_numpy(x)
         codes = _REDUCTIONS.get((a.dtype, op))
         if codes is not None and type(out) is np.ndarray and _C.fits_out(a, out):
             # the call of a user's loop, checked in one step: it is all of a small call's cost
@@ -151,6 +161,9 @@ class Communicator:
         """This rank's part of the reduction of every rank's x, flattened: the 1-D slice
         dpcore.shard_range(x.size, size, rank) (shards differ by at most one element). out may
         be that slice of x itself (in place)."""
+        view = None if type(x) is np.ndarray else device_view(x)
+        if view is not None:
+            return self._devices.reduce_scatter(view, op, out, algo, async_op)
         a, wrap = (x, None) if type(x) is np.ndarray else as_numpy(x)
         dtype, opc = self._check_reduction(a, op)
         start, stop = shard_range(a.size, self.size, self.rank)
@@ -167,6 +180,9 @@ class Communicator:
     def all_gather(self, s, out=None, async_op=False, algo="auto"):
         """Every rank's 1-D shard s, concatenated in rank order, on every rank. Shards may
         differ in length; out may hold this rank's shard at its place (in place)."""
+        view = None if type(s) is np.ndarray else device_view(s, "shard")
+        if view is not None:
+            return self._devices.all_gather(view, out, algo, async_op)
         a, wrap = (s, None) if type(s) is np.ndarray else as_numpy(s, "shard")
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "shard")
@@ -187,7 +203,13 @@ class Communicator:
 
     def broadcast(self, x, root=0, algo="auto", async_op=False):
         """root's x into every rank's x, in place; returns x."""
-        a = x if type(x) is np.ndarray else as_numpy(x)[0]
+        if type(x) is np.ndarray:
+            a = x
+        else:
+            view = device_view(x)
+            if view is not None:
+                return self._devices.broadcast(view, root, algo, async_op)
+            a = as_numpy(x)[0]
         # One test for the common case keeps small calls cheap: where ranks share cores, each
         # rank's Python time costs about three times over. The slow path names what is wrong.
         flags, dtype = a.flags, DTYPES.get(a.dtype)
@@ -200,11 +222,15 @@ class Communicator:
     def _check_broadcast(self, a, root):
         dtype = dtype_code(a.dtype)
         check_contiguous(a, "x")
-        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
-            raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {self.size})")
+        root = self._root(root)
         if not a.flags.writeable:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
-        return dtype, int(root)
+        return dtype, root
+
+    def _root(self, root):
+        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+            raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {self.size})")
+        return int(root)
 
     def barrier(self):
         """Returns once every rank has called it."""
@@ -214,12 +240,16 @@ class Communicator:
 
     @staticmethod
     def _check_reduction(a, op):
-        codes = _REDUCTIONS.get((a.dtype, op))
-        if codes is None:
-            codes = _reduction_codes(a.dtype, op)
+        codes = Communicator._reduction(a.dtype, op)
         if not a.flags.c_contiguous:
             check_contiguous(a, "x")
         return codes
+
+    @staticmethod
+    def _reduction(dtype, op):
+        """(dtype code, op code), or TypeError / ValueError that says what is wrong."""
+        codes = _REDUCTIONS.get((dtype, op))
+        return codes if codes is not None else _reduction_codes(dtype, op)
 
     def _algo(self, algo, nbytes, coll="all_reduce"):
         """The algorithm code to run: algo "auto" resolved as far as this rank decides it."""
@@ -248,7 +278,9 @@ class Communicator:
         """{algorithm: how many collectives it ran} on this communicator so far, with auto's
         picks resolved ("ring", "direct", ...)."""
         calls = self._checked_backend().algo_calls()
-        return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls) if k}
+        device = self._devices.algo_calls()  # CUDA arrays' calls count alike
+        return {ALGORITHM_NAMES[code]: k + device[code] for code, k in enumerate(calls)
+                if k + device[code]}
 
     def _checked_backend(self):
         if self._backend is None:
@@ -295,6 +327,7 @@ class Communicator:
         segment, free the MPI communicators."""
         if self._backend is None:
             return
+        self._devices.close("closed its communicator")
         self._backend.drain()
         if trace.enabled():
             trace.collect(self._backend)
@@ -355,6 +388,7 @@ def _leave_at_exit():
         if comm._backend is not None and not (finalized and comm._boot.comm is not None):
             comm._boot.leave("exited without closing its communicator")  # peers in alloc
             try:
+                comm._devices.close("exited without closing its communicator")
                 comm._backend.leave("exited without closing its communicator")
             except Exception:  # a failed call is already the peers' news
                 pass

@@ -40,6 +40,7 @@ class Settings:
     one_shot_max: Optional[int] = None   # DPCORE_ONE_SHOT_MAX: auto's one_shot limit, forced
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
+    cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
 
 
 def timeout_seconds(value):
@@ -126,6 +127,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "one_shot_max": ("ONE_SHOT_MAX", _whole(0, math.inf, " bytes")),
     "explain_auto": ("EXPLAIN_AUTO", _flag),
     "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
+    "cuda_emulation": ("CUDA_EMULATION", _flag),
 }
 
 
@@ -149,10 +151,13 @@ def load(environ=None):
 
 
 # (slots, bytes per slot) of the ring where DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES are not set
-RING_SLOTS = {"shm": (8, 64 << 10), "mpi": (4, 512 << 10)}
+# On a GPU every step of the ring is a kernel whose end the host waits for (a few microseconds),
+# so its segments are large; the CPU emulation of a device keeps them small.
+RING_SLOTS = {"shm": (8, 64 << 10), "mpi": (4, 512 << 10), "cuda": (4, 16 << 20),
+              "emulated": (4, 64 << 10)}
 
 
 def ring_slots(settings, transport):
-    """(slots, slot bytes) of the ring on `transport` ("shm" or "mpi")."""
+    """(slots, slot bytes) of the ring on `transport` ("shm", "mpi", "cuda" or "emulated")."""
     slots, nbytes = RING_SLOTS[transport]
     return settings.fifo_slots or slots, settings.slot_bytes or nbytes

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_script
-from transport_configs import BETWEEN_NODES, SHM
+from transport_configs import BETWEEN_NODES, SHM, Config
 
 pytestmark = pytest.mark.mpi
 
@@ -157,6 +157,27 @@ def test_dead_peer_over_mpi_is_named_within_seconds(config, fault, when, tmp_pat
     all_reduces are in flight ('during'). With DPCORE_TIMEOUT=60 every survivor must raise a
     CommError 'dpcore all_reduce #N on rank R: ...' naming rank 1 (and no other rank) within 5 s
     of the death: MPICH never reports a dead process, so dpcore must notice it itself."""
+    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
+                               env=settings(config, 60))
+    survivors = [r for r in range(config.ranks) if r != 1]
+    problems = check_survivors(output, survivors, 1, BOUND)
+    if leftovers:
+        problems.append(f"left in /dev/shm: {leftovers}")
+    assert not problems, "\n".join(problems) + f"\noutput:\n{output}"
+
+
+# -- a peer dies while the others are in an all_reduce on CUDA arrays ------------------------
+
+ON_DEVICE = {f"cuda-emulated-{k}": Config(k, {"DPCORE_CUDA_EMULATION": "1"}) for k in (2, 3)}
+DEVICE_DEATHS = [("kill", "waiting"), ("kill", "during"), ("close", "waiting")]
+
+
+@pytest.mark.parametrize("fault, when", DEVICE_DEATHS, ids=[f"{f}-{w}" for f, w in DEVICE_DEATHS])
+@pytest.mark.parametrize("config", ON_DEVICE.values(), ids=ON_DEVICE)
+def test_dead_peer_on_the_device_is_named_within_seconds(config, fault, when, tmp_path):
+    """The same deaths on the device transport (its CPU emulation): its host side waits as the
+    shared-memory transport does, so the survivors' CommError names rank 1 within 5 s too, and
+    nothing stays in /dev/shm, the emulated device's segments included."""
     output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
                                env=settings(config, 60))
     survivors = [r for r in range(config.ranks) if r != 1]

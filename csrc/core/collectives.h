@@ -8,8 +8,9 @@
 //
 // A Transport provides, per call: validate, annotate and exchange (the headers), Prims for the
 // ring (algo/ring.h), payloads() for one-shot (algo/one_shot.h), peerMemory() for direct
-// (algo/direct.h, where kPeerMemory), abort and leave. cpu/shm_transport.h and mpi/mpi_transport.h
-// are the two; a next transport writes those and reuses everything here.
+// (algo/direct.h, where kPeerMemory), copyAlone (one rank), abort and leave.
+// cpu/shm_transport.h, mpi/mpi_transport.h and cuda/device_transport.h are the three; a next
+// transport writes those and reuses everything here.
 #pragma once
 
 #include <algorithm>
@@ -146,7 +147,7 @@ class Collectives {
     if (n == 1) {
       // Alone, every collective is a copy (avg divides by 1); broadcast is in place.
       if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
-        std::memmove(task.out, task.in, task.count * dtypeSize(task.dtype));
+        transport_.copyAlone(task.out, task.in, task.count * dtypeSize(task.dtype));
       }
     } else if (algo == Algo::kRing) {
       const RingCall ring{task, rank, n, offsets_.data(),

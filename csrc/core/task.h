@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "dpcore/types.h"
 
@@ -21,6 +22,8 @@ struct Task {
   // avg divides by this where a chunk's reduction completes; 0: by the communicator's size. The
   // between-node all_reduce sets the world's size for its step across nodes.
   int avgDivisor = 0;
+  // Device buffers: the caller's stream (a cudaStream_t), whose queued work the call follows.
+  uintptr_t stream = 0;
 };
 
 // What the last reduction of a chunk divides by (0: nothing), among n ranks.

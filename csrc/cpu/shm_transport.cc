@@ -119,7 +119,7 @@ void ShmTransport::checkAbort() const {
 }
 
 // Why a peer will never post what we wait for: it died, or it closed its communicator.
-std::string ShmTransport::peerTrouble() {
+std::string ShmTransport::peerTrouble(bool leftCounts) {
   lastPeerCheck_ = std::chrono::steady_clock::now();
   for (int r = 0; r < config_.size; ++r) {
     if (r == rank_) continue;
@@ -128,7 +128,7 @@ std::string ShmTransport::peerTrouble() {
     if (pid > 0 && !processAlive(pid)) {
       return "rank " + std::to_string(name(r)) + " (pid " + std::to_string(pid) + ") died";
     }
-    if (peer->left.value.load(std::memory_order_acquire) != 0) {
+    if (leftCounts && peer->left.value.load(std::memory_order_acquire) != 0) {
       return "rank " + std::to_string(name(r)) +
              " closed its communicator without making this call";
     }
@@ -175,6 +175,16 @@ std::string ShmTransport::ranksBehind(Counter RankControl::*counter, uint64_t se
 }
 
 std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeader& mine) {
+  openExchange();
+  // Alone, the collective is a copy: nobody reads the slot.
+  if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
+      task.count) {
+    std::memcpy(oneShotSlot(rank_) + mine.align, task.in, task.count * dtypeSize(task.dtype));
+  }
+  return closeExchange(mine);
+}
+
+void ShmTransport::openExchange() {
   const uint64_t seq = call_->seq;
   checkAbort();
   // Peers may still read what we published for seq-2 in this parity until they enter seq-1.
@@ -182,13 +192,12 @@ std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeade
     Counter& arrived = layout_.rank(base_, r)->arrived;
     waitUntil([&] { return arrived.value.load(std::memory_order_acquire) + 1 >= seq; }, r);
   }
+}
+
+std::vector<CollHeader> ShmTransport::closeExchange(const CollHeader& mine) {
+  const uint64_t seq = call_->seq;
   RankControl* me = layout_.rank(base_, rank_);
   me->header[seq % 2] = mine;
-  // Alone, the collective is a copy: nobody reads the slot.
-  if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
-      task.count) {
-    std::memcpy(oneShotSlot(rank_) + mine.align, task.in, task.count * dtypeSize(task.dtype));
-  }
   me->arrived.value.store(seq, std::memory_order_release);
   notifyAll();
   waitAll(&RankControl::arrived, "");
@@ -215,11 +224,15 @@ ShmPeerMemory ShmTransport::peerMemory(const std::vector<CollHeader>& headers) {
 }
 
 char* ShmTransport::sendSlot() {
+  return layout_.fifoSlot(base_, (rank_ + 1) % config_.size, waitSendSlot());
+}
+
+uint64_t ShmTransport::waitSendSlot() {
   const int next = (rank_ + 1) % config_.size;
   FifoControl* f = layout_.fifo(base_, next);
   const uint64_t slots = config_.fifoSlots, head = sendHead_;
   waitUntil([&] { return head - f->tail.value.load(std::memory_order_acquire) < slots; }, next);
-  return layout_.fifoSlot(base_, next, head);
+  return head;
 }
 
 void ShmTransport::postSend() {
@@ -228,12 +241,35 @@ void ShmTransport::postSend() {
   notify(next);
 }
 
-const char* ShmTransport::recvSlot() {
+const char* ShmTransport::recvSlot() { return layout_.fifoSlot(base_, rank_, waitRecvSlot()); }
+
+uint64_t ShmTransport::waitRecvSlot() {
   FifoControl* f = layout_.fifo(base_, rank_);
   const uint64_t tail = recvTail_;
   waitUntil([&] { return f->head.value.load(std::memory_order_acquire) > tail; },
             (rank_ + config_.size - 1) % config_.size);
-  return layout_.fifoSlot(base_, rank_, tail);
+  return tail;
+}
+
+void ShmTransport::watch(const char* what) {
+  checkAbort();
+  const auto now = std::chrono::steady_clock::now();
+  if (now - lastPeerCheck_ > std::chrono::milliseconds(200)) {
+    const std::string trouble = peerTrouble(false);
+    if (!trouble.empty()) call_->fail(trouble);
+  }
+  if (call_->expired(now)) call_->fail(call_->timedOut(what));
+}
+
+int ShmTransport::peerTroubleCount() {
+  int gone = 0;
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    RankControl* peer = layout_.rank(base_, r);
+    auto pid = static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire));
+    gone += (pid > 0 && !processAlive(pid)) || peer->left.value.load(std::memory_order_acquire);
+  }
+  return gone;
 }
 
 void ShmTransport::postRecv() {

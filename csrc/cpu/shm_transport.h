@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,9 +51,14 @@ class ShmTransport {
   void validate(const Task& task) const;  // a one-shot payload fits its slot
   void annotate(const Task& task, CollHeader& header) const;  // align, addresses, regions
   void begin(const CallContext& call) { call_ = &call; }
-  // Publishes this rank's header (and a one-shot payload) and returns every rank's header.
+  // Publishes this rank's header (and a one-shot payload) and returns every rank's header. In
+  // two halves for a transport that publishes its payload elsewhere (cuda/device_transport.h):
+  // once openExchange returns, this rank's one-shot slot of the call's parity is free.
   std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
+  void openExchange();
+  std::vector<CollHeader> closeExchange(const CollHeader& mine);
   size_t segmentBytes() const { return config_.slotBytes; }
+  static void copyAlone(void* out, const void* in, size_t bytes) { std::memmove(out, in, bytes); }
   ShmPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   ShmPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
   ShmPeerMemory peerMemory(const std::vector<CollHeader>& headers);
@@ -69,6 +75,10 @@ class ShmTransport {
   void postSend();
   const char* recvSlot();
   void postRecv();
+  // The same waits, for a transport whose slots live elsewhere: the slot's number in the FIFO
+  // (modulo its depth), the next rank's to fill, or ours to empty.
+  uint64_t waitSendSlot();
+  uint64_t waitRecvSlot();
   char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
   // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).
   void readFrom(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
@@ -88,6 +98,12 @@ class ShmTransport {
   void waitUntil(Ready ready, int peer) {
     waitUntil(ready, [this, peer] { return "rank " + std::to_string(name(peer)); }, peer);
   }
+  // For a wait of this rank's own (its device, cuda/device_transport.h): fails the call if a
+  // peer failed or died or the deadline passed, naming `what` it waited for. A peer that left
+  // is no reason: this rank's own work does not wait for it.
+  void watch(const char* what);
+  // Whether every peer has left or died: none can read this rank's memory any more.
+  bool peersGone() { return peerTroubleCount() == config_.size - 1; }
   // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
   void notify(int r);
   void notifyAll();
@@ -95,7 +111,10 @@ class ShmTransport {
  private:
   void wakeIfAsleep(int r);  // notify without its fence: the caller has fenced
   void checkAbort() const;   // another rank failed: stop, and say why
-  std::string peerTrouble();
+  // Why a peer will never post what we wait for ("" if none): it died, or (leftCounts) it
+  // closed its communicator.
+  std::string peerTrouble(bool leftCounts = true);
+  int peerTroubleCount();
   std::string heldUpBy(int peer) const;  // "rank 0 (stopped), for which ..." or ""
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
 

@@ -4,6 +4,7 @@
 // No peer memory: direct does not run here.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,7 @@ class MpiTransport {
   }
   std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
   size_t segmentBytes() const { return slots_.segmentBytes; }
+  static void copyAlone(void* out, const void* in, size_t bytes) { std::memmove(out, in, bytes); }
   MpiPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   MpiPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
   // The call in flight failed: the peers hear it (mpi_peers.h) and fail it too. Requests of the

@@ -9,6 +9,7 @@ Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python peer_dies.py
           close:     comm.close(), then the process lives on (sleeps) until the others are done
   WHEN  = waiting:   the others wait in all_reduce #3, which rank 1 never calls
           during:    rank 1 dies while three large ring all_reduces of its own are in flight
+  DPCORE_CUDA_EMULATION=1 runs the collectives on (emulated) CUDA arrays: the device transport.
   DIR   = a directory for the marks (fault_kit.Marks): 'fault' (the time rank 1 died), 'done.R'.
 
 Every rank prints 'rank R: pid PID' and 'rank R: mpi shm ...'; each survivor prints
@@ -38,6 +39,9 @@ if rank != VICTIM:
 
 comm = dpcore.init()
 x = np.ones(1 << 20, np.float32)  # 4 MiB: many ring segments
+if os.environ.get("DPCORE_CUDA_EMULATION") == "1":  # on the device transport
+    from dpcore import emulated
+    x = emulated.asarray(x)
 comm.all_reduce(x[:100])                 # 1
 comm.all_reduce(x, algo="ring")          # 2
 say(rank, f"mpi shm {mpi_shm_segments()}")

@@ -1,0 +1,112 @@
+// dpcore._C's DeviceBackend: the device transport (cuda/device_transport.h) behind the Backend
+// calls, with device pointers where the CPU backends take NumPy arrays. dpcore/transports/
+// device.py sets it up; dpcore/comm.py routes CUDA arrays to it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/collectives.h"
+#include "cuda/device_transport.h"
+
+namespace py = pybind11;
+
+namespace dpcore {
+namespace {
+
+using DeviceBackend = Queued<Collectives<DeviceTransport>>;
+
+// The emulation runs each kernel on 2 blocks of 4 threads: several blocks and a barrier with
+// company, at a cost the CPU can bear.
+std::unique_ptr<Device> deviceFor(bool emulated, int index) {
+  if (emulated) return makeEmulatedDevice(2, 4);
+#ifdef DPCORE_WITH_CUDA
+  return makeCudaDevice(index);
+#else
+  (void)index;
+  throw std::runtime_error("dpcore: this build has no CUDA (nvcc was not found when it was "
+                           "built); reinstall dpcore where nvcc is on PATH");
+#endif
+}
+
+Task deviceTask(int coll, int dtype, int op, int root, int algo, uintptr_t in, uintptr_t out,
+                size_t count, size_t total, uintptr_t stream) {
+  Task t;
+  t.coll = static_cast<Coll>(coll);
+  t.dtype = static_cast<DType>(dtype);
+  t.op = static_cast<ReduceOp>(op);
+  t.root = root;
+  t.algo = static_cast<Algo>(algo);
+  t.in = reinterpret_cast<const void*>(in);
+  t.out = reinterpret_cast<void*>(out);
+  t.count = count;
+  t.total = total;
+  t.stream = stream;
+  return t;
+}
+
+IpcHandle handleOf(const py::bytes& b) {
+  const std::string s = b;
+  IpcHandle h;
+  if (s.size() != sizeof(h.bytes)) throw std::invalid_argument("dpcore: bad IPC handle");
+  std::memcpy(h.bytes, s.data(), sizeof(h.bytes));
+  return h;
+}
+
+}  // namespace
+
+void bindDevice(py::module_& m) {
+  py::class_<DeviceBackend, Backend, std::shared_ptr<DeviceBackend>>(m, "DeviceBackend")
+      .def(py::init([](bool emulated, int device, const std::string& name, bool create, int rank,
+                       int size, int fifoSlots, size_t slotBytes, size_t oneShotBytes,
+                       double timeout, double spinUs) {
+             auto dev = deviceFor(emulated, device);
+             return std::make_shared<DeviceBackend>(
+                 true, false, timeout, std::move(dev), name, create, rank, size,
+                 DeviceConfig{fifoSlots, slotBytes, oneShotBytes}, spinUs);
+           }),
+           py::arg("emulated"), py::arg("device"), py::arg("name"), py::arg("create"),
+           py::arg("rank"), py::arg("size"), py::arg("fifo_slots"), py::arg("slot_bytes"),
+           py::arg("one_shot_bytes"), py::arg("timeout"), py::arg("spin_us"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("device", [](DeviceBackend& b) {
+            return b.engine().transport().device().name();
+          })
+      .def_property_readonly("handle", [](DeviceBackend& b) {
+            const IpcHandle& h = b.engine().transport().handle();
+            return py::bytes(h.bytes, sizeof(h.bytes));
+          })
+      .def("map_peers", [](DeviceBackend& b, const std::vector<py::bytes>& handles) {
+            std::vector<IpcHandle> all;
+            for (const py::bytes& h : handles) all.push_back(handleOf(h));
+            py::gil_scoped_release release;
+            b.engine().transport().mapPeers(all);
+          })
+      // the host segment's name (once every rank has mapped it), and the device slots' (once
+      // every rank has mapped every peer's)
+      .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })
+      .def("peers_gone", [](DeviceBackend& b) {
+            return b.engine().transport().control().peersGone();
+          })
+      .def("unlink_slots", [](DeviceBackend& b) { b.engine().transport().device().unlinkShared(); })
+      // The collective on device pointers, after the work queued on `stream`; blocking, or
+      // queued (submit_device) like the CPU backends' calls.
+      .def("run_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
+                            uintptr_t in, uintptr_t out, size_t count, size_t total,
+                            uintptr_t stream) {
+            b.run(deviceTask(coll, dtype, op, root, algo, in, out, count, total, stream));
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("submit_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
+                               uintptr_t in, uintptr_t out, size_t count, size_t total,
+                               uintptr_t stream) {
+            return b.submit(deviceTask(coll, dtype, op, root, algo, in, out, count, total,
+                                       stream));
+          });
+}
+
+}  // namespace dpcore

@@ -1,0 +1,166 @@
+// The GPU behind cuda/device.h: one non-blocking stream per communicator, reduceCopy kernels
+// (cuda/reduce_copy.h) queued on it, memory the peers map through CUDA IPC, and completion seen
+// through a counter in mapped host memory that every block adds to as it ends (device_layer.h):
+// the host learns a kernel ended by reading memory, as a peer's host learns it from the host's
+// post, and no kernel ever waits for another process's.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_api.h"
+#include "cuda/device.h"
+
+namespace dpcore {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string("dpcore cuda: ") + what + ": " + cudaGetErrorString(err));
+  }
+}
+
+constexpr unsigned kThreads = 256;
+
+template <class E, class Op>
+__global__ void __launch_bounds__(kThreads) reduceCopyKernel(ReduceCopyArgs args) {
+  reduceCopy<E, Op>(KernelThread{}, args);
+}
+
+// Enough blocks that each thread moves a few packs, at most two per multiprocessor: ranks that
+// share a GPU share its multiprocessors too.
+unsigned gridFor(size_t count, size_t elemSize, int multiprocessors) {
+  const size_t packs = (count * elemSize + 15) / 16;
+  const size_t wanted = (packs + 4 * kThreads - 1) / (4 * kThreads);
+  const size_t most = 2 * static_cast<size_t>(multiprocessors);
+  return static_cast<unsigned>(wanted < 1 ? 1 : wanted > most ? most : wanted);
+}
+
+class CudaDevice : public Device {
+ public:
+  explicit CudaDevice(int device) : device_(device) {
+    check(cudaSetDevice(device_), "set device");
+    check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_),
+          "count multiprocessors");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&doneHost_), sizeof(uint64_t),
+                        cudaHostAllocMapped), "allocate the completion counter");
+    *doneHost_ = 0;
+    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&doneDevice_), doneHost_, 0),
+          "map the completion counter");
+  }
+  ~CudaDevice() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    for (void* p : opened_) cudaIpcCloseMemHandle(p);
+    for (void* p : owned_) cudaFree(p);
+    cudaFreeHost(doneHost_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+
+  void* allocShared(size_t bytes, IpcHandle* handle) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle), "IPC handle too large");
+    check(cudaSetDevice(device_), "set device");
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "allocate the transport's buffers");
+    owned_.push_back(p);
+    check(cudaMemset(p, 0, bytes), "clear the transport's buffers");
+    cudaIpcMemHandle_t h;
+    check(cudaIpcGetMemHandle(&h, p), "export an IPC handle");
+    std::memset(handle->bytes, 0, sizeof(handle->bytes));
+    std::memcpy(handle->bytes, &h, sizeof(h));
+    return p;
+  }
+
+  void* openShared(const IpcHandle& handle, size_t) override {
+    check(cudaSetDevice(device_), "set device");
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    void* p = nullptr;
+    check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+          "map a peer's buffers (cudaIpcOpenMemHandle)");
+    opened_.push_back(p);
+    return p;
+  }
+
+  void unlinkShared() override {}  // an IPC handle names nothing that could outlive the process
+
+  void afterStream(uintptr_t stream) override {
+    check(cudaSetDevice(device_), "set device");
+    cudaEvent_t ready;
+    check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "create an event");
+    check(cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream)),
+          "record the caller's stream");
+    check(cudaStreamWaitEvent(stream_, ready, 0), "wait for the caller's stream");
+    check(cudaEventDestroy(ready), "destroy an event");  // freed once the wait has passed
+  }
+
+  uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
+    check(cudaSetDevice(device_), "set device");
+    args.done = doneDevice_;
+    const unsigned blocks = gridFor(args.count, dtypeSize(dtype), multiprocessors_);
+    dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+      reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0, stream_>>>(
+          args);
+    });
+    check(cudaGetLastError(), "launch a kernel");
+    return launched_ += blocks;
+  }
+
+  bool done(uint64_t ticket) override {
+    if (acquireLoad(doneHost_) >= ticket) return true;
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaErrorNotReady) return false;
+    check(state, "a kernel failed");
+    // The stream is idle: every block has added to the counter before it ended.
+    if (acquireLoad(doneHost_) >= ticket) return true;
+    throw std::runtime_error("dpcore cuda: the stream is idle, but its kernels did not all "
+                             "report their end");
+  }
+
+ private:
+  int device_;
+  int multiprocessors_ = 0;
+  cudaStream_t stream_ = nullptr;
+  uint64_t* doneHost_ = nullptr;    // blocks that ended, as the host reads it
+  uint64_t* doneDevice_ = nullptr;  // the same word, as kernels reach it
+  uint64_t launched_ = 0;
+  std::vector<void*> owned_, opened_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeCudaDevice(int device) {
+  if (!cudaAvailable()) throw std::runtime_error("dpcore: no usable GPU (cudaGetDeviceCount)");
+  return std::make_unique<CudaDevice>(device);
+}
+
+// out = a op b on `stream`, through the same kernel the transport runs (tests/gpu).
+void cudaReduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* out, size_t count,
+                 int divisor, void* streamPtr) {
+  if (count == 0) return;
+  ReduceCopyArgs args;
+  args.srcs[0] = a;
+  args.srcs[1] = b;
+  args.numSrcs = 2;
+  args.dsts[0] = out;
+  args.numDsts = 1;
+  args.count = count;
+  args.divisor = divisor;
+  int device = 0, multiprocessors = 0;
+  check(cudaGetDevice(&device), "get device");
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+        "count multiprocessors");
+  const unsigned blocks = gridFor(count, dtypeSize(dtype), multiprocessors);
+  dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+    reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0,
+        static_cast<cudaStream_t>(streamPtr)>>>(args);
+  });
+  check(cudaGetLastError(), "launch the reduce kernel");
+}
+
+}  // namespace dpcore

@@ -1,0 +1,124 @@
+// The ring's verbs (algo/ring.h) and one-shot's payloads (algo/one_shot.h) over device memory:
+// each verb is one reduceCopy kernel (reduce_copy.h), fused as NCCL fuses them. Rank r's kernels
+// push into rank r+1's FIFO through its mapping, and read their own. The waits for a slot and
+// the posts after a kernel are the host FIFO's (ShmTransport); DeviceTransport::run returns
+// once the kernel has ended, so a post always follows the data it announces.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "core/trace.h"
+#include "cuda/device_transport.h"
+
+namespace dpcore {
+
+class DevicePrims {
+ public:
+  DevicePrims(DeviceTransport& t, DType dtype, ReduceOp op, int divisor, uint32_t sendAlign,
+              uint32_t recvAlign, StepSpans spans)
+      : t_(t), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)), divisor_(divisor),
+        sendAlign_(sendAlign), recvAlign_(recvAlign), spans_(spans) {}
+
+  void send(const void* src, size_t count) {
+    TraceSpan span = spans_.next("send", count * elemSize_);
+    run({src}, {sendSlot()}, count, 0);
+    postSend();
+  }
+  void recv(void* dst, size_t count) {
+    TraceSpan span = spans_.next("recv", count * elemSize_);
+    run({recvSlot()}, {dst}, count, 0);
+    postRecv();
+  }
+  void recvReduceSend(const void* src, size_t count) {
+    TraceSpan span = spans_.next("recvReduceSend", count * elemSize_);
+    const char* in = recvSlot();
+    run({in, src}, {sendSlot()}, count, 0);
+    postSend();
+    postRecv();
+  }
+  void recvReduceCopySend(const void* src, void* dst, size_t count) {
+    TraceSpan span = spans_.next("recvReduceCopySend", count * elemSize_);
+    const char* in = recvSlot();
+    run({in, src}, {dst, sendSlot()}, count, divisor_);
+    postSend();
+    postRecv();
+  }
+  void recvReduceCopy(const void* src, void* dst, size_t count) {
+    TraceSpan span = spans_.next("recvReduceCopy", count * elemSize_);
+    run({recvSlot(), src}, {dst}, count, divisor_);
+    postRecv();
+  }
+  void recvCopySend(void* dst, size_t count) {
+    TraceSpan span = spans_.next("recvCopySend", count * elemSize_);
+    const char* in = recvSlot();
+    run({in}, {dst, sendSlot()}, count, 0);
+    postSend();
+    postRecv();
+  }
+  void copySend(const void* src, void* dst, size_t count) {
+    TraceSpan span = spans_.next("copySend", count * elemSize_);
+    char* out = sendSlot();
+    if (dst != src) run({src}, {out, dst}, count, 0);
+    else run({src}, {out}, count, 0);
+    postSend();
+  }
+  void finish() {}  // every verb handed its slots over already
+
+ private:
+  char* sendSlot() {
+    return t_.fifoSlot((t_.rank() + 1) % t_.size(), t_.control().waitSendSlot()) + sendAlign_;
+  }
+  const char* recvSlot() {
+    return t_.fifoSlot(t_.rank(), t_.control().waitRecvSlot()) + recvAlign_;
+  }
+  void postSend() { t_.control().postSend(); }
+  void postRecv() { t_.control().postRecv(); }
+
+  // A reduction of two sources (the slot that arrived, then ours, as on the CPU), or a copy:
+  // one source, which the kernel moves as it is (op and rounding never apply to one value).
+  void run(std::initializer_list<const void*> srcs, std::initializer_list<void*> dsts,
+           size_t count, int divisor) {
+    ReduceCopyArgs args;
+    for (const void* s : srcs) args.srcs[args.numSrcs++] = s;
+    for (void* d : dsts) args.dsts[args.numDsts++] = d;
+    args.count = count;
+    args.divisor = divisor;
+    t_.run(dtype_, op_, args);
+  }
+
+  DeviceTransport& t_;
+  DType dtype_;
+  ReduceOp op_;
+  size_t elemSize_;
+  int divisor_;
+  uint32_t sendAlign_, recvAlign_;
+  StepSpans spans_;
+};
+
+// One-shot's interface: every rank's payload in its device one-shot slot, and the kernels.
+class DevicePayloads {
+ public:
+  DevicePayloads(DeviceTransport& t, const std::vector<CollHeader>& headers)
+      : t_(t), headers_(headers) {}
+  const char* payload(int r) const { return t_.oneShotSlot(r) + headers_[r].align; }
+  // all inputs in one kernel, rounding once at the end, as cpu/reduce.h's reduceMany
+  void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
+                  size_t count, int divisor) {
+    ReduceCopyArgs args;
+    for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
+    args.numSrcs = numInputs;
+    args.dsts[0] = out;
+    args.numDsts = 1;
+    args.count = count;
+    args.divisor = divisor;
+    t_.run(dtype, op, args);
+  }
+  void copy(void* dst, const void* src, size_t bytes) { t_.copy(dst, src, bytes); }
+
+ private:
+  DeviceTransport& t_;
+  const std::vector<CollHeader>& headers_;
+};
+
+}  // namespace dpcore

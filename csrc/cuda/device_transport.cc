@@ -1,0 +1,132 @@
+#include "cuda/device_transport.h"
+
+#include <sched.h>
+
+#include <stdexcept>
+
+#include "algo/one_shot.h"
+#include "algo/ring.h"
+
+namespace dpcore {
+namespace {
+
+// Where this rank's data sits in its slots, modulo 16: that of the user buffer the slot is
+// copied from (one-shot publishes the input) or mostly copied into (the ring), so that both
+// kernels of a hop can move whole packs.
+uint32_t packOffsetFor(const Task& task) {
+  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter;
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(input ? task.in : task.out) %
+                               DeviceTransport::kHeadroom);
+}
+
+ShmConfig controlConfig(int size, const DeviceConfig& config) {
+  if (size > kMaxSources) {
+    throw std::invalid_argument("dpcore: the device transport takes at most " +
+                                std::to_string(kMaxSources) + " ranks on a node, not " +
+                                std::to_string(size));
+  }
+  // The host segment carries headers and counters only: its own slots stay as small as allowed.
+  return ShmConfig{size, config.fifoSlots, kMaxDTypeSize, kMaxDTypeSize};
+}
+
+}  // namespace
+
+DeviceTransport::DeviceTransport(std::unique_ptr<Device> device, const std::string& controlName,
+                                 bool create, int rank, int size, const DeviceConfig& config,
+                                 double spinUs)
+    : device_(std::move(device)), config_(config),
+      control_(controlName, create, rank, controlConfig(size, config), spinUs) {
+  checkRingSlots(config.fifoSlots, config.slotBytes);
+  peers_.assign(size, nullptr);
+  peers_[rank] = static_cast<char*>(device_->allocShared(bytes(), &handle_));
+}
+
+void DeviceTransport::mapPeers(const std::vector<IpcHandle>& handles) {
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) peers_[r] = static_cast<char*>(device_->openShared(handles[r], bytes()));
+  }
+}
+
+void DeviceTransport::validate(const Task& task) const {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  if (task.algo == Algo::kOneShot && bytes > config_.oneShotBytes) {
+    throw std::invalid_argument("one_shot payload of " + std::to_string(bytes) +
+                                " bytes exceeds its device slot of " +
+                                std::to_string(config_.oneShotBytes));
+  }
+  if (task.algo == Algo::kDirect || task.algo == Algo::kAuto) {
+    throw std::invalid_argument("the device transport runs one_shot and ring only");
+  }
+}
+
+void DeviceTransport::annotate(const Task& task, CollHeader& header) const {
+  header.align = packOffsetFor(task);
+}
+
+void DeviceTransport::begin(const CallContext& call) {
+  call_ = &call;
+  control_.begin(call);
+}
+
+std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHeader& mine) {
+  const bool moves = task.coll != Coll::kBarrier && task.algo != Algo::kCountsOnly;
+  // Kernels read the caller's buffers only after the work the caller queued before the call.
+  if (moves) device_->afterStream(task.stream);
+  control_.openExchange();  // from here our one-shot slot of this parity is free
+  if (task.algo == Algo::kOneShot && size() > 1 && publishesPayload(task, rank()) &&
+      task.count) {
+    copy(oneShotSlot(rank()) + mine.align, task.in, task.count * dtypeSize(task.dtype));
+  }
+  return control_.closeExchange(mine);
+}
+
+DevicePrims DeviceTransport::prims(const RingCall& ring, const std::vector<CollHeader>& headers) {
+  const Task& task = ring.task;
+  return DevicePrims(*this, task.dtype, task.op, avgDivisor(task, ring.n),
+                     headers[(rank() + 1) % ring.n].align, headers[rank()].align,
+                     StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
+}
+
+DevicePayloads DeviceTransport::payloads(const Task&, const std::vector<CollHeader>& headers) {
+  return DevicePayloads(*this, headers);
+}
+
+void DeviceTransport::copyAlone(void* out, const void* in, size_t bytes) { copy(out, in, bytes); }
+
+char* DeviceTransport::fifoSlot(int r, uint64_t index) const {
+  return peers_[r] + (index % config_.fifoSlots) * slotStride();
+}
+
+char* DeviceTransport::oneShotSlot(int r) const {
+  return peers_[r] + config_.fifoSlots * slotStride() + (call_->seq % 2) * oneShotStride();
+}
+
+void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
+  ReduceCopyArgs args;
+  args.srcs[0] = src;
+  args.numSrcs = 1;
+  args.dsts[0] = dst;
+  args.numDsts = 1;
+  args.count = bytes;
+  run(DType::kUInt8, ReduceOp::kSum, args);  // bytes as they are
+}
+
+void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
+  if (args.count == 0) return;
+  try {
+    const uint64_t ticket = device_->launch(dtype, op, args);
+    // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels)
+    // that share the cores run, and watch the peers and the deadline meanwhile.
+    for (int spin = 0; !device_->done(ticket); ++spin) {
+      if (spin < 256) continue;
+      control_.watch("this rank's kernel to end");
+      sched_yield();
+    }
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {  // the device's own error: the call fails on every rank
+    call_->fail(e.what());
+  }
+}
+
+}  // namespace dpcore

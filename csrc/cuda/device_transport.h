@@ -1,0 +1,92 @@
+// The device transport ("cuda"): the ranks of one node, their data in device memory that every
+// peer maps (CUDA IPC, or the emulation's shared segments), moved by reduceCopy kernels
+// (reduce_copy.h). Control stays on the host: a shared-memory segment (ShmTransport) carries the
+// headers, the FIFOs' counters, liveness and failure, exactly as for CPU buffers, so matching,
+// deadlines and the news of a dead peer are the CPU path's.
+//
+// Every verb is one kernel, and a rank posts a counter only once its kernel has ended (its
+// blocks' release-adds, seen by the host): the next rank's host then launches the kernel that
+// reads it. Steps between ranks are therefore ordered by the hosts, never by a kernel waiting
+// for another process's kernel, so ranks that share one GPU (whose kernels the GPU time-slices)
+// cannot deadlock, and the same schedule runs on one GPU or eight.
+//
+// Device memory per rank, one allocation: its FIFO (fifoSlots slots of slotBytes, filled by the
+// previous rank's kernels) and two one-shot slots (the call's parity), 16 bytes of headroom each
+// so data can sit at its user buffer's offset modulo 16 and move in 16-byte packs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/call.h"
+#include "cpu/shm_transport.h"
+#include "cuda/device.h"
+
+namespace dpcore {
+
+class DevicePrims;
+class DevicePayloads;
+
+struct DeviceConfig {
+  int fifoSlots;
+  size_t slotBytes;     // the ring's segment
+  size_t oneShotBytes;  // the largest one-shot payload per rank
+};
+
+class DeviceTransport {
+ public:
+  static constexpr bool kPeerMemory = false;  // direct: not on the device yet
+  static constexpr size_t kHeadroom = 16;
+
+  // controlName: the shared-memory segment of the host side (create: local rank 0 makes it).
+  DeviceTransport(std::unique_ptr<Device> device, const std::string& controlName, bool create,
+                  int rank, int size, const DeviceConfig& config, double spinUs);
+
+  // Set-up, on every rank in turn: this rank's handle, then every rank's (mapped here), then,
+  // once all ranks have mapped all, device().unlinkShared().
+  const IpcHandle& handle() const { return handle_; }
+  void mapPeers(const std::vector<IpcHandle>& handles);
+  Device& device() { return *device_; }
+
+  int rank() const { return control_.rank(); }
+  int size() const { return control_.size(); }
+  int name(int r) const { return control_.name(r); }
+
+  // -- one collective, as core/collectives.h drives it --------------------------------------
+  void validate(const Task& task) const;
+  void annotate(const Task& task, CollHeader& header) const;
+  void begin(const CallContext& call);
+  std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
+  size_t segmentBytes() const { return config_.slotBytes; }
+  DevicePrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
+  DevicePayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
+  void copyAlone(void* out, const void* in, size_t bytes);
+  void abort(const std::string& message) { control_.abort(message); }
+  void leave(const std::string& why) { control_.leave(why); }
+  void passOn(const std::string& news) { control_.passOn(news); }
+
+  // -- what the verbs and payloads use ------------------------------------------------------
+  ShmTransport& control() { return control_; }
+  char* fifoSlot(int r, uint64_t index) const;  // rank r's FIFO, slot index % fifoSlots
+  char* oneShotSlot(int r) const;               // rank r's one-shot slot of this call's parity
+  // Launches reduceCopy and waits, watching the peers and the deadline, until it has ended.
+  void run(DType dtype, ReduceOp op, const ReduceCopyArgs& args);
+  void copy(void* dst, const void* src, size_t bytes);
+
+ private:
+  size_t slotStride() const { return config_.slotBytes + kHeadroom; }
+  size_t oneShotStride() const { return config_.oneShotBytes + kHeadroom; }
+  size_t bytes() const { return config_.fifoSlots * slotStride() + 2 * oneShotStride(); }
+
+  std::unique_ptr<Device> device_;
+  DeviceConfig config_;
+  ShmTransport control_;
+  IpcHandle handle_;
+  std::vector<char*> peers_;  // every rank's allocation, as mapped here (ours: our own)
+  const CallContext* call_ = nullptr;
+};
+
+}  // namespace dpcore
+
+#include "cuda/device_prims.h"

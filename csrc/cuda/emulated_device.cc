@@ -1,0 +1,152 @@
+// The CPU emulation of a device (cuda/device.h), for CI, which has no GPU: memory the peers map
+// is a shared-memory segment (its name is the IPC handle), and a kernel is `blocks` x `threads`
+// threads running the very kernel body nvcc compiles (cuda/reduce_copy.h), one pool of them per
+// device, started once. As on the GPU, the host learns that a kernel finished only from its
+// blocks' release-adds to a counter (the pool's own bookkeeping is seen only at the next launch,
+// as stream order), so ThreadSanitizer checks the synchronisation the GPU relies on.
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "cpu/shm_segment.h"
+#include "cuda/device.h"
+
+namespace dpcore {
+namespace {
+
+// blocks x threads std::threads that run one kernel at a time, in launch order.
+class ThreadGrid {
+ public:
+  using Body = std::function<void(const KernelThread&)>;
+
+  ThreadGrid(unsigned blocks, unsigned threads)
+      : blocks_(blocks), threads_(threads), finished_(blocks * threads) {
+    for (unsigned b = 0; b < blocks; ++b) barriers_.push_back(std::make_unique<BlockBarrier>(threads));
+    for (unsigned b = 0; b < blocks; ++b) {
+      for (unsigned t = 0; t < threads; ++t) {
+        pool_.emplace_back([this, me = KernelThread{t, threads, b, blocks, barriers_[b].get()}] {
+          serve(me);
+        });
+      }
+    }
+  }
+  ~ThreadGrid() {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : pool_) t.join();
+  }
+
+  // Runs body on every thread of the grid, once the previous kernel has ended everywhere.
+  void launch(Body body) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ended_.wait(lock, [&] { return finished_ == pool_.size(); });
+    body_ = std::move(body);
+    finished_ = 0;
+    ++generation_;
+    start_.notify_all();
+  }
+
+ private:
+  void serve(const KernelThread& me) {
+    uint64_t seen = 0;
+    for (;;) {
+      Body body;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        body = body_;
+      }
+      body(me);
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (++finished_ == pool_.size()) ended_.notify_all();
+    }
+  }
+
+  unsigned blocks_, threads_;
+  std::vector<std::unique_ptr<BlockBarrier>> barriers_;
+  std::mutex mutex_;
+  std::condition_variable start_, ended_;
+  Body body_;
+  uint64_t generation_ = 0;
+  size_t finished_;  // threads done with the current kernel: all of them before the first
+  bool stop_ = false;
+  std::vector<std::thread> pool_;  // last: started once the rest exists
+};
+
+class EmulatedDevice : public Device {
+ public:
+  EmulatedDevice(unsigned blocks, unsigned threads) : blocks_(checked(blocks, threads)),
+      grid_(blocks, threads) {}
+
+  std::string name() const override { return "emulated"; }
+
+  void* allocShared(size_t bytes, IpcHandle* handle) override {
+    static std::atomic<unsigned> made{0};
+    // named as dpcore/shared_memory.py names segments, so its clean-up after a crash finds them
+    const std::string name = "/dpcore-" + std::to_string(getpid()) + "-emulated-" +
+                             std::to_string(made++);
+    if (name.size() >= sizeof(handle->bytes)) throw std::length_error("dpcore: handle too long");
+    owned_.push_back(std::make_unique<ShmSegment>(name, bytes, true));
+    std::memset(handle->bytes, 0, sizeof(handle->bytes));
+    std::memcpy(handle->bytes, name.data(), name.size());
+    return owned_.back()->data();
+  }
+
+  void* openShared(const IpcHandle& handle, size_t bytes) override {
+    const std::string name(handle.bytes, strnlen(handle.bytes, sizeof(handle.bytes)));
+    opened_.push_back(std::make_unique<ShmSegment>(name, bytes, false));
+    return opened_.back()->data();
+  }
+
+  void unlinkShared() override {
+    for (auto& segment : owned_) segment->unlink();
+  }
+
+  void afterStream(uintptr_t) override {}  // emulated arrays are ready when Python passes them
+
+  uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
+    args.done = &blocksDone_;
+    dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+      using E = decltype(element);
+      using Op = decltype(reduceOp);
+      grid_.launch([args](const KernelThread& me) { reduceCopy<E, Op>(me, args); });
+    });
+    return launched_ += blocks_;
+  }
+
+  bool done(uint64_t ticket) override { return acquireLoad(&blocksDone_) >= ticket; }
+
+ private:
+  static unsigned checked(unsigned blocks, unsigned threads) {
+    if (blocks == 0 || threads == 0) {
+      throw std::invalid_argument("dpcore: an emulated kernel needs at least one thread");
+    }
+    return blocks;
+  }
+
+  unsigned blocks_;
+  uint64_t blocksDone_ = 0;  // the kernels' blocks that finished (releaseAdd)
+  uint64_t launched_ = 0;    // the blocks launched
+  std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
+  ThreadGrid grid_;  // last: its threads stop before the memory they may write goes
+};
+
+}  // namespace
+
+std::unique_ptr<Device> makeEmulatedDevice(unsigned blocks, unsigned threads) {
+  return std::make_unique<EmulatedDevice>(blocks, threads);
+}
+
+}  // namespace dpcore

@@ -1,0 +1,64 @@
+"""Bad input on CUDA arrays (the CPU emulation: DPCORE_CUDA_EMULATION=1): each rank makes its own
+mistakes in turn, gets a clear TypeError or ValueError at once, and the peers never see the call;
+the communicator then still works, and a call that differs between ranks is a CommError on all.
+
+Usage: mpiexec -n 2 python -m mpi4py device_bad_input.py
+"""
+import numpy as np
+
+import dpcore
+from checks import Checker
+from dpcore import emulated
+
+comm = dpcore.init(timeout=20)
+rank, size = comm.rank, comm.size
+check = Checker(rank)
+x = emulated.asarray(np.arange(12, dtype=np.float32))
+
+
+def refused(call, error, words, label):
+    try:
+        call()
+    except error as e:
+        check.true(words in str(e), f"{label}: {e}")
+    else:
+        check.true(False, f"{label}: no {error.__name__}")
+
+
+def mistakes(r):
+    """Rank r's bad calls: only it makes them."""
+    if rank != r:
+        return
+    refused(lambda: comm.all_reduce(x, out=np.empty(12, np.float32)), TypeError,
+            "on the device", "host out for a device x")
+    refused(lambda: comm.all_reduce(x, algo="direct"), ValueError, "does not run on CUDA",
+            "direct on the device")
+    refused(lambda: comm.all_reduce(x, out=emulated.empty(12, np.int32)), TypeError, "dtype",
+            "out of another dtype")
+    refused(lambda: comm.all_reduce(x, out=emulated.empty(11, np.float32)), ValueError, "shape",
+            "out of another shape")
+    z = emulated.asarray(np.arange(24, dtype=np.float32))
+    refused(lambda: comm.all_reduce(z[:12], out=z[1:13]), ValueError, "overlaps",
+            "out overlapping x")
+    refused(lambda: comm.all_reduce(x.reshape(3, 4)[:, :2]), ValueError, "C-contiguous",
+            "a strided x")
+    refused(lambda: comm.all_reduce(emulated.asarray(np.arange(3)), op="avg"), TypeError,
+            "floating", "avg of integers")
+    refused(lambda: comm.broadcast(x, root=size), ValueError, "root", "a root out of range")
+    big = emulated.empty(comm.one_shot_bytes // 4 + 1, np.float32)
+    refused(lambda: comm.all_reduce(big, algo="one_shot"), ValueError, "at most",
+            "one_shot past its slot")
+
+
+for r in range(size):
+    mistakes(r)
+    y = comm.all_reduce(x)  # still works, and every rank made the same calls
+    check.equal(y.get(), np.arange(12, dtype=np.float32) * size, f"after rank {r}'s mistakes")
+
+# A call that differs between ranks: every rank hears it.
+try:
+    comm.all_reduce(emulated.asarray(np.ones(5 + rank, np.float32)))
+    check.true(False, "a mismatched call did not raise")
+except dpcore.CommError as e:
+    check.true("mismatch" in str(e) and "all_reduce" in str(e), f"mismatch message: {e}")
+check.finish()

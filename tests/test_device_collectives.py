@@ -1,0 +1,46 @@
+"""The CUDA path end to end where there is no GPU: CUDA arrays (dpcore.emulated) through the
+device transport (csrc/cuda/device_transport.h) on the CPU emulation of the device, whose kernels
+are the very bodies nvcc compiles (test_device_kernels.py checks those alone). Every collective
+and algorithm against NumPy exactly and bit for bit against the host path, at 1-4 ranks, with
+ring segments from 64 KiB down to 64 bytes; bad input; and the ring's schedule, which must be
+the one tests/test_ring_schedule.py checks on the CPU. Deaths on the device transport are in
+test_peer_faults.py. tests/gpu/device_check.sh runs the same script on a GPU (DEVICE=cupy)."""
+import json
+
+import pytest
+
+from mpi_helpers import rank_lines, run_ok
+
+pytestmark = pytest.mark.mpi
+
+EMULATED = {"DPCORE_CUDA_EMULATION": "1"}
+
+
+@pytest.mark.parametrize("n, mode", [(1, "all"), (2, "all"), (3, "few"), (4, "few")])
+def test_collectives_on_device_arrays(n, mode):
+    output = run_ok("device_collectives.py", n, mode, env=EMULATED, timeout=300)
+    assert output.count("device emulated") == n
+
+
+def test_many_rounds_through_tiny_slots():
+    """64-byte slots, two per FIFO: thousands of rounds, each waiting for a slot the next rank
+    has only just emptied."""
+    run_ok("device_collectives.py", 3, "few", "small",
+           env={**EMULATED, "DPCORE_SLOT_BYTES": "64", "DPCORE_FIFO_SLOTS": "2"}, timeout=300)
+
+
+def test_bad_input_is_refused_on_the_rank_that_made_it():
+    run_ok("device_bad_input.py", 2, env=EMULATED)
+
+
+def test_the_device_ring_runs_the_cpu_rings_schedule():
+    """The verbs the device transport runs for a ring all_reduce (traced as each one ends) are
+    those of algo/ring.h's schedule as the CPU computes it (_C.ring_trace), in order, on every
+    rank: the device moves data by the same schedule the CPU ring tests check."""
+    from dpcore import _C
+
+    output = run_ok("device_collectives.py", 3, "trace", env=EMULATED)
+    for rank, verbs in rank_lines(output, "verbs").items():
+        segment = (64 << 10) // 4  # the emulation's slot, in float32 elements
+        expected = [v for v, _, _ in _C.ring_trace("all_reduce", 3001, rank, 3, segment, 0, [])]
+        assert json.loads(verbs) == expected, rank
