@@ -4,17 +4,17 @@ Each op computes its result and records a backward closure that, given the gradi
 result, adds the gradients of its inputs. `backward()` runs a closure once every consumer of its
 result has run, the latest-created first (PyTorch's engine does the same), so the last layer's
 gradients are complete while the earlier layers' backward is still to come. The array is
-NumPy or CuPy; `array_module` finds the module from the array, so CuPy is only ever touched
-when a CuPy array is already in use.
+NumPy or CuPy; `array_module` (devices.py) finds the module from the array, so CuPy is only ever
+touched when a CuPy array is already in use.
 """
 import heapq
 import itertools
 import math
-import sys
 
 import numpy as np
 
 from . import trace
+from .devices import array_module, is_cupy
 
 _grad_enabled = True
 _created = itertools.count()  # creation order of graph nodes: backward runs the latest first
@@ -36,19 +36,15 @@ def is_grad_enabled():
     return _grad_enabled
 
 
-def array_module(a):
-    """numpy, or cupy for a CuPy array."""
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and isinstance(a, cupy.ndarray):
-        return cupy
-    return np
-
-
 def erf(x):
-    """Elementwise erf, exact to float64 (PyTorch's nn.GELU uses the exact erf form)."""
-    if array_module(x) is not np:
+    """Elementwise erf, exact to float64 (PyTorch's nn.GELU uses the exact erf form): SciPy's,
+    cupyx's for CuPy, or the module's own `erf` for any other array module."""
+    xp = array_module(x)
+    if is_cupy(xp):
         from cupyx.scipy.special import erf as cupy_erf
         return cupy_erf(x)
+    if xp is not np:
+        return xp.erf(x)
     try:
         from scipy.special import erf as scipy_erf
     except ImportError:  # slow, but exact and dependency-free
@@ -61,18 +57,21 @@ def _unbroadcast(g, shape):
     if g.shape == shape:
         return g
     if g.ndim > len(shape):
-        g = g.sum(axis=tuple(range(g.ndim - len(shape))))
+        # an array even where NumPy's sum to shape () gives a scalar, as CuPy's does
+        g = array_module(g).asarray(g.sum(axis=tuple(range(g.ndim - len(shape)))))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
     return g.sum(axis=stretched, keepdims=True) if stretched else g
 
 
 def _add_at(full, index, g):
-    """full[index] += g, correct when the index repeats (embedding rows, cross-entropy picks)."""
-    if array_module(full) is np:
-        np.add.at(full, index, g)
-    else:
+    """full[index] += g, correct when the index repeats (embedding rows, cross-entropy picks):
+    cupyx.scatter_add for CuPy (whose add.at is recent), the module's add.at otherwise."""
+    xp = array_module(full)
+    if is_cupy(xp):
         import cupyx
         cupyx.scatter_add(full, index, g)
+    else:
+        xp.add.at(full, index, g)
 
 
 class Tensor:

@@ -4,7 +4,8 @@
 
 --batch-size is the global batch: every rank takes its slice of each one (DistributedSampler),
 so any N trains the same model as one process, up to float rounding, and prints the same
-accuracy curve; only samples/s and the communication share change with N.
+accuracy curve; only samples/s and the communication share change with N. --device cuda trains
+on the GPUs (CuPy; one per rank of a node), the data put there once.
 """
 import json
 import os
@@ -19,6 +20,7 @@ import dpcore.nn.functional as F
 import dpcore.optim as optim
 from dpcore.cli_args import HelpFormatter, Parser, launcher_rank, positive, whole
 from dpcore.cli_errors import run_main
+from dpcore.devices import device_module
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
@@ -47,6 +49,9 @@ def parse_args(argv=None):
                    help="grow the lr linearly from near 0 over this many epochs (the remedy "
                         "for a scaled lr's first steps)")
     p.add_argument("--seed", type=int, default=0, help="data order and initial weights")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the model, the data and the collectives' arrays live (cuda: "
+                        "CuPy, GPU local rank %% GPUs on each node)")
     p.add_argument("--bucket-mb", type=positive, default=25.0, help="gradient bucket size in MiB")
     p.add_argument("--hidden", type=whole(1), default=128, help="width of the two hidden layers")
     p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
@@ -120,7 +125,7 @@ def correct_count(engine, x, y, comm):
     with no_grad():
         logits = engine(Tensor(x[start:stop])).data
     engine.train()
-    return float((logits.argmax(axis=1) == y[start:stop]).sum())
+    return float((logits.argmax(axis=1) == y[start:stop]).sum())  # one wait for the device
 
 
 def share_cores(comm):
@@ -135,12 +140,15 @@ def share_cores(comm):
     threadpool_limits(max(1, (os.cpu_count() or 1) // comm.local_size))
 
 
-def train(args, comm):
-    x_train, y_train, x_test, y_test, name = load_data(args.seed)
+def train(args, comm, xp=np):
+    """Trains with arrays of module xp (numpy; cupy for --device cuda): the model is moved
+    there before DataParallel builds its buffers, the data once before the first step."""
+    *arrays, name = load_data(args.seed)
+    x_train, y_train, x_test, y_test = (xp.asarray(a) for a in arrays)
     nn.manual_seed(args.seed)
     model = nn.Sequential(nn.Linear(x_train.shape[1], args.hidden), nn.ReLU(),
                           nn.Linear(args.hidden, args.hidden), nn.ReLU(),
-                          nn.Linear(args.hidden, 10))
+                          nn.Linear(args.hidden, 10)).to(xp)
     opt, opt_kwargs = ((optim.AdamW, {}) if args.optimizer == "adamw" else
                        (optim.SGD, {"momentum": SGD_MOMENTUM}))
     engine = DataParallel(model, comm, zero_stage=args.zero_stage, optimizer=opt, lr=args.lr,
@@ -155,8 +163,8 @@ def train(args, comm):
         print(f"{name}: {len(x_train)} train, {len(x_test)} held out | {count} parameters, "
               f"{len(engine.buckets)} {units} | {comm.size} rank(s), {comm.transport}, "
               f"ZeRO stage {args.zero_stage}"
-              + (f", {args.mixed_precision} mixed precision" if args.mixed_precision else ""),
-              flush=True)
+              + (f", {args.mixed_precision} mixed precision" if args.mixed_precision else "")
+              + (f", on {args.device}" if args.device != "cpu" else ""), flush=True)
     run_start, last = time.perf_counter(), None
     step = (first_epoch - 1) * len(sampler)  # steps taken: warm-up goes on after a resume
     for epoch in range(first_epoch, args.epochs + 1):
@@ -168,17 +176,19 @@ def train(args, comm):
             engine.optimizer.lr = warmed_up(args, step, len(sampler))
             step += 1
             t0 = time.perf_counter()
+            local = xp.asarray(local)  # the sampler's indices, to where the data is
             loss = F.cross_entropy(engine(Tensor(x_train[local])), y_train[local], reduction="sum")
             # summed loss x size / global batch: the ranks' average gradient is the batch mean's
             engine.scale_loss(loss * (comm.size / total)).backward()
             engine.step()
             engine.zero_grad()
             step_s += time.perf_counter() - t0
-            loss_sum += loss.item()
+            loss_sum = loss_sum + loss.data.astype(np.float64)  # on the device: no wait per step
             bar.update(1)
         elapsed = time.perf_counter() - start
         bar.close()
-        sums = comm.all_reduce(np.array([loss_sum, correct_count(engine, x_test, y_test, comm),
+        sums = comm.all_reduce(np.array([float(loss_sum),
+                                         correct_count(engine, x_test, y_test, comm),
                                          engine.comm_wait_s - wait_before, step_s]))
         slowest = comm.all_reduce(np.array([elapsed]), op="max")[0]
         last = (sums[0] / len(x_train), sums[1] / len(x_test))
@@ -239,6 +249,27 @@ def print_ledger(engine, comm):
         comm.barrier()
 
 
+def pick_device(device, comm):
+    """The array module of --device on every rank, or None on every rank when some rank cannot
+    use it; then each rank has printed one line: why, or which ranks could not."""
+    if device == "cpu":
+        return np
+    try:
+        xp, why = device_module(device, comm.local_rank), None
+    except RuntimeError as e:
+        xp, why = None, str(e)
+    failed = np.flatnonzero(comm.all_gather(np.array([why is not None], np.int32)))
+    if not failed.size:
+        return xp
+    where = f"rank {comm.rank}: " if comm.size > 1 else ""
+    if why is None:
+        why = (f"--device {device} works here, but not on rank(s) "
+               f"{', '.join(map(str, failed))}: every rank stops")
+    sys.stderr.write(f"dpcore.train: {where}{why}\n")  # one write: the ranks' lines stay whole
+    sys.stderr.flush()
+    return None
+
+
 def main(argv=None):
     args = parse_args(argv)
     with dpcore.init() as comm:
@@ -248,8 +279,11 @@ def main(argv=None):
                 print(f"dpcore.train: --batch-size {args.batch_size} is the global batch; it "
                       f"must be at least the number of ranks ({comm.size})", file=sys.stderr)
             return 2
+        xp = pick_device(args.device, comm)
+        if xp is None:
+            return 2
         try:
-            train(args, comm)
+            train(args, comm, xp)
         except NotImplementedError as e:  # raised on every rank alike
             if comm.rank == 0:
                 print(f"dpcore.train: {e}", file=sys.stderr)

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from array_modules import module_or_skip
+
 SHM = Path("/dev/shm")
 
 
@@ -21,3 +23,10 @@ def no_dpcore_shm_leak():
     while (leaked := dpcore_segments() - before) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not leaked, f"shared memory left behind in /dev/shm: {sorted(leaked)}"
+
+
+@pytest.fixture(params=["numpy", "strict", "cupy"])
+def xp(request):
+    """The array module a trainer test runs on (array_modules.py): numpy; strict_xp, which fails
+    where NumPy-only code would fail on a GPU; cupy, skipped where no GPU is usable."""
+    return module_or_skip(request.param)

@@ -1,5 +1,7 @@
 """Data parallelism: K ranks (mpiexec -n K, K = 1..4) train the model one process trains; each ZeRO
-stage, run here as rank 0 of four that agree, holds and sends what the stage shards."""
+stage, run here as rank 0 of four that agree, holds and sends what the stage shards. Both on
+NumPy, on strict_xp (tests/strict_xp.py: where NumPy-only code would fail on a GPU) and on CuPy
+where a GPU is usable."""
 import re
 
 import numpy as np
@@ -10,6 +12,7 @@ import dpcore.nn.functional as F
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.sharding import shard_range
 from dpcore.tensor import Tensor
+from array_modules import module_or_skip
 from dpcore.work import DoneWork
 from mpi_helpers import run_script
 
@@ -18,9 +21,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
-def test_k_ranks_equal_one_process(k):
-    _, out = run_script("ddp_equiv.py", k, env=ONE_THREAD)
+@pytest.mark.parametrize("module, k", [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4),
+                                       ("strict", 2), ("cupy", 1), ("cupy", 2)])
+def test_k_ranks_equal_one_process(module, k):
+    module_or_skip(module)  # strict_xp: any NumPy-only path fails as it would on a GPU
+    _, out = run_script("ddp_equiv.py", k, module, env=ONE_THREAD)
     assert out.count("OK ") == 5, out
 
 
@@ -52,40 +57,57 @@ def test_sampler_splits_every_global_batch():
 
 class OneOfFour:
     """Rank 0 of 4 whose peers hold the same numbers as it does: a communicator that needs no
-    peers (the average of equal values is the value), so an engine builds and steps here."""
+    peers (the average of equal values is the value), so an engine builds and steps here. It
+    notes the module of every array it is given (`modules`)."""
     rank, size = 0, 4
 
+    def __init__(self):
+        self.modules = set()
+
+    def _saw(self, *arrays):
+        self.modules.update(type(a).__module__.split(".")[0] for a in arrays if a is not None)
+
     def broadcast(self, x, root=0):
+        self._saw(x)
         return x
 
     def all_reduce(self, x, op="sum", out=None, async_op=False):
+        self._saw(x, out)
         out = x.copy() if out is None else out
         out[...] = x
         return DoneWork(out) if async_op else out
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False):
+        self._saw(x, out)
         lo, hi = shard_range(x.size, self.size, self.rank)
         out[...] = x.ravel()[lo:hi].copy()
         return DoneWork(out) if async_op else out
 
     def all_gather(self, s, out=None, async_op=False):
+        self._saw(s, out)
         out[:s.size] = s  # rank 0's chunk comes first; the peers' chunks stay as they were
         return DoneWork(out) if async_op else out
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_each_stage_holds_and_sends_what_it_shards(stage):
+def test_each_stage_holds_and_sends_what_it_shards(stage, xp):
     nn.manual_seed(0)
     # psi = 56 float32 parameters in units of 36 and 20 (one bucket of 56 at stages 0-2): every
     # bucket and unit splits evenly over 4 ranks, so the bytes are exact
-    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 4))
-    engine = DataParallel(model, OneOfFour(), zero_stage=stage)
-    x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
-    F.cross_entropy(engine(Tensor(x)), np.array([0, 1, 2])).backward()
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 4)).to(xp=xp)
+    comm = OneOfFour()
+    engine = DataParallel(model, comm, zero_stage=stage)
+    x = xp.asarray(np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32))
+    F.cross_entropy(engine(Tensor(x)), xp.asarray([0, 1, 2])).backward()
     engine.step()
     engine.zero_grad()
+    assert comm.modules == {xp.__name__}, "every collective gets the trainer's own arrays"
     psi = 56 * 4  # bytes of one full copy
-    held = {"params": psi if stage < 3 else psi / 4, "grads": psi if stage < 2 else psi / 4,
+    # a gathered unit that cannot give its memory back (CuPy's: gathered.py) stays held
+    kept = sum(u.data.nbytes for u in getattr(engine.param_store, "gathered", [])
+               if not u.releasable)
+    held = {"params": (psi if stage < 3 else psi / 4) + kept,
+            "grads": psi if stage < 2 else psi / 4,
             "optimizer": 2 * psi if stage == 0 else 2 * psi / 4}  # Adam: two moments
     assert {k: v for k, v in engine.memory().items() if k != "total"} == held
     ring = 3 / 4 * psi  # what each rank sends of a reduce-scatter or all-gather of the model

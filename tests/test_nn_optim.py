@@ -1,10 +1,12 @@
-"""Layers, losses, optimizers and flat buffers; against PyTorch where it is installed."""
+"""Layers, losses, optimizers and flat buffers; against PyTorch where it is installed. Tests that
+take `xp` run on each array module (numpy, strict_xp, cupy where a GPU is usable)."""
 import numpy as np
 import pytest
 
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
+from array_modules import host
 from dpcore.parallel import FlatParams
 from dpcore.tensor import Tensor
 from test_autograd import check_grad
@@ -32,93 +34,104 @@ def test_linear_shape_and_pytorch_default_init():
     assert nn.Linear(3, 2, bias=False).bias is None
 
 
-def test_state_dict_names_copies_and_in_place_load():
-    model = mlp()
+def test_state_dict_names_copies_and_in_place_load(xp):
+    model = mlp().to(xp=xp)
     names = ["0.weight", "0.bias", "2.weight", "2.bias", "3.weight", "3.bias", "5.weight", "5.bias"]
     assert list(model.state_dict()) == names
     assert [n for n, _ in model.named_parameters()] == names
     state = model.state_dict()
     weight = model[0].weight.data
+    assert type(state["0.weight"]) is type(weight)  # where the model is
     state["0.weight"] += 1
-    assert not np.array_equal(weight, state["0.weight"])  # a copy
+    assert not np.array_equal(host(weight), host(state["0.weight"]))  # a copy
     model.load_state_dict(state)
     assert model[0].weight.data is weight  # loaded in place: flat buffer views survive
-    np.testing.assert_array_equal(weight, state["0.weight"])
+    np.testing.assert_array_equal(host(weight), host(state["0.weight"]))
     with pytest.raises(KeyError):
         model.load_state_dict({"0.weight": state["0.weight"]})
     with pytest.raises(ValueError):
-        model.load_state_dict({**state, "0.bias": np.zeros(3)})
+        model.load_state_dict({**state, "0.bias": xp.zeros(3)})
+    host_state = {k: host(v) for k, v in state.items()}  # a checkpoint read on the host
+    host_state["0.bias"][:] = 3
+    model.load_state_dict(host_state)
+    np.testing.assert_array_equal(host(model[0].bias.data), 3)
+    on_host = mlp(seed=1).load_state_dict(model.state_dict())  # and the other way: .get()
+    assert on_host == ([], [])
 
 
-def test_train_eval_zero_grad_and_dropout():
-    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
-    x = Tensor(np.ones((200, 3), np.float32))
+def test_train_eval_zero_grad_and_dropout(xp):
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)).to(xp=xp)
+    x = Tensor(xp.ones((200, 3), np.float32))
     model(x).sum().backward()
     assert all(p.grad is not None for p in model.parameters())
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
     assert not model.eval()[1].training
-    np.testing.assert_array_equal(model[1](x).data, x.data)  # identity in eval
-    y = model.train()[1](x).data
+    np.testing.assert_array_equal(host(model[1](x).data), host(x.data))  # identity in eval
+    y = host(model.train()[1](x).data)
     assert set(np.unique(y)) <= {0.0, 2.0} and 0.3 < (y == 0).mean() < 0.7
 
 
 # -- layers and losses: finite differences ------------------------------------------------------
 
-def test_layernorm_and_embedding_gradients():
-    ln = nn.LayerNorm(5, dtype=np.float64)
-    ln.weight.data[...] = rng.standard_normal(5)
-    check_grad(lambda x: ln(x), (3, 5))
-    x = rng.standard_normal((2, 5))
-    check_grad(lambda w, b: nn.LayerNorm(5, dtype=np.float64)(Tensor(x)) * w + b, (5,), (5,))
-    ids = np.array([[0, 2], [2, 3]])
-    check_grad(lambda w: w[ids], (4, 3))
+def test_layernorm_and_embedding_gradients(xp):
+    ln = nn.LayerNorm(5, dtype=np.float64).to(xp=xp)
+    ln.weight.data[...] = xp.asarray(rng.standard_normal(5))
+    check_grad(lambda x: ln(x), (3, 5), xp=xp)
+    x = xp.asarray(rng.standard_normal((2, 5)))
+    check_grad(lambda w, b: nn.LayerNorm(5, dtype=np.float64).to(xp=xp)(Tensor(x)) * w + b,
+               (5,), (5,), xp=xp)
+    ids = xp.asarray([[0, 2], [2, 3]])
+    check_grad(lambda w: w[ids], (4, 3), xp=xp)
 
 
-def test_loss_gradients():
-    target = np.array([0, 2, 1, 2])
-    check_grad(lambda z: F.cross_entropy(z, target), (4, 3))
-    check_grad(lambda z: F.cross_entropy(z, target, reduction="sum"), (4, 3))
-    check_grad(lambda z: F.log_softmax(z), (4, 3))
-    check_grad(lambda z: F.softmax(z, dim=0), (4, 3))
-    y = rng.standard_normal((4, 3))
-    check_grad(lambda z: F.mse_loss(z, y), (4, 3))
+def test_loss_gradients(xp):
+    target = xp.asarray([0, 2, 1, 2])
+    check_grad(lambda z: F.cross_entropy(z, target), (4, 3), xp=xp)
+    check_grad(lambda z: F.cross_entropy(z, target, reduction="sum"), (4, 3), xp=xp)
+    check_grad(lambda z: F.log_softmax(z), (4, 3), xp=xp)
+    check_grad(lambda z: F.softmax(z, dim=0), (4, 3), xp=xp)
+    y = xp.asarray(rng.standard_normal((4, 3)))
+    check_grad(lambda z: F.mse_loss(z, y), (4, 3), xp=xp)
 
 
-def test_log_softmax_is_stable():
-    z = Tensor(np.array([[1000.0, 0.0, -1000.0]]), requires_grad=True)
+def test_log_softmax_is_stable(xp):
+    z = Tensor(xp.asarray([[1000.0, 0.0, -1000.0]]), requires_grad=True)
     out = F.log_softmax(z)
-    np.testing.assert_allclose(out.data, [[0.0, -1000.0, -2000.0]])
-    F.cross_entropy(z, np.array([1])).backward()
-    assert np.isfinite(z.grad).all()
+    np.testing.assert_allclose(host(out.data), [[0.0, -1000.0, -2000.0]])
+    F.cross_entropy(z, xp.asarray([1])).backward()
+    assert np.isfinite(host(z.grad)).all()
 
 
 # -- optimizers and flat buffers ----------------------------------------------------------------
 
-def test_optimizer_on_flat_buffer_equals_per_parameter():
-    a, b = mlp(np.float32, seed=3), mlp(np.float32, seed=3)
+def test_optimizer_on_flat_buffer_equals_per_parameter(xp):
+    a, b = mlp(np.float32, seed=3).to(xp=xp), mlp(np.float32, seed=3).to(xp=xp)
     flat = FlatParams(b.parameters())
+    assert type(flat.data) is type(a[0].weight.data)  # allocated with the parameters' module
     assert a[0].weight.data.base is None and b[0].weight.data.base is not None
     opt_a = optim.AdamW(a.parameters(), lr=0.01)
     opt_b = optim.AdamW([flat.as_tensor()], lr=0.01)
-    x, y = Tensor(rng.standard_normal((8, 6)).astype(np.float32)), rng.integers(0, 4, 8)
+    x = Tensor(xp.asarray(rng.standard_normal((8, 6)).astype(np.float32)))
+    y = xp.asarray(rng.integers(0, 4, 8))
     for _ in range(3):
         for model, opt in ((a, opt_a), (b, opt_b)):
             model.zero_grad() if opt is opt_a else flat.zero_grad()
             F.cross_entropy(model(x), y).backward()
             opt.step()
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
-        np.testing.assert_array_equal(pa.data, pb.data, err_msg=name)  # bitwise: elementwise
+        # bitwise: elementwise
+        np.testing.assert_array_equal(host(pa.data), host(pb.data), err_msg=name)
     assert flat.count == 484 and flat.shard(0, 3) == (0, 162) and flat.shard(2, 3) == (323, 484)
 
 
-def test_flat_views_and_adopted_gradient():
-    model = mlp()
+def test_flat_views_and_adopted_gradient(xp):
+    model = mlp().to(xp=xp)
     flat = FlatParams(model.parameters())
     flat.data[:] = 7
     assert (model[0].weight.data == 7).all()
     model.zero_grad()  # set_to_none breaks the view ...
-    model[0].bias.grad = np.ones(16)
+    model[0].bias.grad = xp.ones(16)
     flat.adopt_grad(1)  # ... and adopt_grad puts it back
     assert model[0].bias.grad.base is not None and flat.grad[flat.range(1)[0]] == 1
 
@@ -134,17 +147,19 @@ def torch_twin(model):
     return torch, twin
 
 
-def test_mlp_forward_backward_matches_pytorch():
+def test_mlp_forward_backward_matches_pytorch(xp):
     model = mlp()
     torch, twin = torch_twin(model)
+    model.to(xp=xp)
     x, y = rng.standard_normal((10, 6)), rng.integers(0, 4, 10)
-    loss = F.cross_entropy(model(Tensor(x)), y)
+    loss = F.cross_entropy(model(Tensor(xp.asarray(x))), xp.asarray(y))
     loss.backward()
     tloss = torch.nn.functional.cross_entropy(twin(torch.from_numpy(x)), torch.from_numpy(y))
     tloss.backward()
     np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-12)
     for (name, p), tp in zip(model.named_parameters(), twin.parameters()):
-        np.testing.assert_allclose(p.grad, tp.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(host(p.grad), tp.grad.numpy(), rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
 
 
 @pytest.mark.parametrize("name,kwargs", [

@@ -1,12 +1,15 @@
 """`python -m dpcore.train` as a newcomer meets it: arguments it cannot use are refused by
 argparse (exit 2, one message even under mpiexec), every option shows its default, SGD gets a
-learning rate it trains with, and --save / --resume continue a run at another world size and
-ZeRO stage."""
+learning rate it trains with, --save / --resume continue a run at another world size and ZeRO
+stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line."""
+import re
+
 import pytest
 
+from array_modules import cupy_unusable
 from dpcore import train
 from dpcore.cli_args import HelpFormatter, Parser
-from mpi_helpers import run_mpi, run_python
+from mpi_helpers import SCRIPTS, run_mpi, run_python
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -61,3 +64,78 @@ def test_a_run_saved_on_2_ranks_resumes_on_3_at_another_stage(tmp_path):
     _, out = run_python(["-m", "dpcore.train", "--epochs", "2", "--hidden", "16", "--resume", ck],
                         env=ONE_THREAD)
     assert "nothing to train: the checkpoint is at epoch 2 of 2" in out, out
+
+
+def curve(out):
+    return re.findall(r"^epoch +(\d+)  loss (\S+)\s+test acc (\S+)", out, re.MULTILINE)
+
+
+@pytest.mark.mpi
+def test_the_loop_keeps_to_the_models_array_module(tmp_path):
+    """The same runs on numpy and on strict_xp (NumPy underneath, refusing to become NumPy
+    unasked, as GPU arrays do): the same curve to the last digit, checkpoints included."""
+    curves = {}
+    for name in ("numpy", "strict"):
+        ck = tmp_path / name
+        small = ["--hidden", "16", "--batch-size", "256", "--save", ck]
+        _, out = run_mpi(2, [SCRIPTS / "train_on.py", name, "--epochs", "1", "--zero-stage", "3",
+                             *small], env=ONE_THREAD)
+        _, more = run_mpi(2, [SCRIPTS / "train_on.py", name, "--epochs", "2", "--zero-stage", "1",
+                              "--mixed-precision", "float16", "--resume", ck, *small],
+                          env=ONE_THREAD)
+        curves[name] = curve(out) + curve(more)
+        assert [e for e, _, _ in curves[name]] == ["1", "2"], out + more
+    assert curves["strict"] == curves["numpy"]
+
+
+@pytest.mark.mpi
+def test_device_cuda_without_a_gpu_stops_every_rank_with_one_line():
+    why = cupy_unusable()
+    if why is None:
+        pytest.skip("CuPy has a usable GPU here: test_device_cuda_trains_on_the_gpu runs instead")
+    rc, out = run_mpi(2, ["-m", "dpcore.train", "--device", "cuda", "--epochs", "1"],
+                      env=ONE_THREAD, check=False)
+    assert rc == 2, out
+    lines = out.strip().splitlines()
+    assert sorted(line.split(":")[1] for line in lines) == [" rank 0", " rank 1"], out
+    assert all(line.startswith("dpcore.train: rank ") and "device 'cuda' " in line
+               for line in lines), out
+
+
+PEER_HAS_NO_GPU = """
+import sys
+import numpy as np
+from dpcore import train
+from mpi4py import MPI
+
+def no_gpu_on_rank_1(device, local_rank=0):  # rank 0 has one, rank 1 none
+    if MPI.COMM_WORLD.rank == 1:
+        raise RuntimeError("device 'cuda' finds no usable GPU here: (pretended)")
+    return np
+train.device_module = no_gpu_on_rank_1
+sys.exit(train.main(["--device", "cuda", "--epochs", "1"]))
+"""
+
+
+@pytest.mark.mpi
+def test_a_rank_without_a_gpu_stops_the_ranks_that_have_one():
+    rc, out = run_mpi(2, ["-c", PEER_HAS_NO_GPU], env=ONE_THREAD, check=False)
+    assert rc == 2, out
+    assert sorted(out.strip().splitlines()) == [
+        "dpcore.train: rank 0: --device cuda works here, but not on rank(s) 1: every rank stops",
+        "dpcore.train: rank 1: device 'cuda' finds no usable GPU here: (pretended)"], out
+
+
+@pytest.mark.mpi
+def test_device_cuda_trains_on_the_gpu():
+    why = cupy_unusable()
+    if why is not None:
+        pytest.skip(why)
+    small = ["--epochs", "2", "--hidden", "16", "--zero-stage", "2"]
+    _, cpu = run_mpi(2, ["-m", "dpcore.train", *small], env=ONE_THREAD)
+    _, gpu = run_mpi(2, ["-m", "dpcore.train", "--device", "cuda", *small], env=ONE_THREAD)
+    assert ", on cuda" in gpu and "done: 2 epoch(s)" in gpu, gpu
+    for (_, loss_c, acc_c), (_, loss_g, acc_g) in zip(curve(cpu), curve(gpu), strict=True):
+        # the GPU's sums round in another order: the same model, not the same bits
+        assert abs(float(loss_c) - float(loss_g)) < 2e-3, (cpu, gpu)
+        assert abs(float(acc_c) - float(acc_g)) < 0.02, (cpu, gpu)

@@ -1,6 +1,10 @@
 """Module: a tree of parameters and submodules, named as PyTorch names them ("0.weight")."""
 from collections import OrderedDict
+from types import ModuleType
 
+import numpy as np
+
+from ..devices import device_module, to_module
 from ..tensor import Tensor, array_module
 
 
@@ -61,7 +65,8 @@ class Module:
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays (NumPy, CuPy, or anything np.asarray takes, e.g. CPU torch tensors) into
-        the parameters in place: parameters may be views into a flat buffer."""
+        the parameters in place, moved to where the parameters are: parameters may be views
+        into a flat buffer."""
         own = dict(self.named_parameters())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
@@ -74,7 +79,7 @@ class Module:
                     value = value.data
                 elif hasattr(value, "detach"):  # a torch.Tensor
                     value = value.detach().cpu().numpy()
-                value = array_module(p.data).asarray(value)
+                value = to_module(value, array_module(p.data))
                 if value.shape != p.data.shape:
                     raise ValueError(f"load_state_dict: {name} has shape {value.shape}, "
                                      f"expected {p.data.shape}")
@@ -96,11 +101,20 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def to(self, dtype=None, xp=None):
-        """Convert every parameter: to `dtype` (e.g. numpy.float64 for gradient checks) and/or
-        into array module `xp` (cupy: onto the GPU). Do this before building flat buffers."""
+    def to(self, *targets, dtype=None, xp=None):
+        """Convert every parameter, as PyTorch's Module.to: each target is a device ("cpu",
+        "cuda"), an array module (numpy, cupy) or a dtype (numpy.float64 for gradient checks):
+        model.to("cuda"), model.to(cupy, numpy.float32). Do this before DataParallel, which
+        builds its buffers with the parameters' module."""
+        for target in targets:
+            if isinstance(target, ModuleType):
+                xp = target
+            elif isinstance(target, str) and target in ("cpu", "cuda"):
+                xp = device_module(target)
+            else:
+                dtype = np.dtype(target)
         for p in self.parameters():
-            data = p.data if xp is None else xp.asarray(p.data)
+            data = p.data if xp is None else to_module(p.data, xp)
             p.data = data if dtype is None else data.astype(dtype)
             p.grad = None
         return self

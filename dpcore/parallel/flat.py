@@ -19,6 +19,10 @@ class FlatParams:
         if len(dtypes) != 1:
             raise TypeError("FlatParams: parameters of one dtype only, got "
                             f"{sorted(map(str, dtypes))}")
+        modules = {array_module(p.data).__name__ for p in self.params}
+        if len(modules) != 1:  # the buffers live in one place: model.to(...) moves them all
+            raise TypeError(f"FlatParams: parameters of one array module only, got "
+                            f"{sorted(modules)} (move the model with model.to first)")
         self.xp = xp = array_module(self.params[0].data)
         self.offsets = [0]
         for p in self.params:

@@ -11,12 +11,13 @@ with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step.
 """
 import time
 
-import numpy as np
+from ..devices import array_module
 
 
 def root(a):
-    """The array that owns a view's memory (itself if it owns it)."""
-    while isinstance(getattr(a, "base", None), np.ndarray):
+    """The array that owns a view's memory (itself if it owns it), NumPy's or CuPy's."""
+    ndarray = array_module(a).ndarray
+    while isinstance(getattr(a, "base", None), ndarray):
         a = a.base
     return a
 

@@ -45,9 +45,10 @@ class MixedPrecision:
     def step(self, optimizer, comm):
         """Update the masters and round them into the parameters; False if skipped."""
         finite = self._unscale()
-        if self.dynamic:
-            flag = np.array([0.0 if finite else 1.0])
-            finite = comm.all_reduce(flag, op="max")[0] == 0.0
+        if self.dynamic:  # one rank's overflow skips the step on every rank
+            flag = (~finite).astype(np.float32).reshape(1)
+            finite = comm.all_reduce(flag, op="max")[0] == 0
+        finite = bool(finite)  # the step's one wait for the device
         if finite:
             optimizer.step()
             for low, master in zip(self.pieces, self.master):
@@ -58,12 +59,15 @@ class MixedPrecision:
         return finite
 
     def _unscale(self):
-        finite, inv = True, 1.0 / self.scale
+        """The masters' float32 gradients, unscaled; whether all are finite, as a 0-d array
+        where they live (read once by step, not once per piece)."""
+        xp, inv = array_module(self.master[0].data), np.float32(1.0 / self.scale)
+        finite = xp.asarray(True)
         for low, master in zip(self.pieces, self.master):
             g = low.grad.astype(np.float32)
-            g *= np.float32(inv)
+            g *= inv
             master.grad = g
-            finite = finite and bool(array_module(g).isfinite(g).all())
+            finite &= xp.isfinite(g).all()
         return finite
 
     def _adjust(self, finite):

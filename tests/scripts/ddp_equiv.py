@@ -1,11 +1,14 @@
-"""Run under `mpiexec -n K python -m mpi4py`: K ranks training on slices of each batch end with
-the parameters of one process training on the whole batch (each rank also runs that one-process
-reference itself, so every rank checks). Prints "OK <case>" per case.
+"""Run under `mpiexec -n K python -m mpi4py ddp_equiv.py [MODULE]`: K ranks training on slices of
+each batch end with the parameters of one process training on the whole batch (each rank also
+runs that one-process reference itself, so every rank checks). Prints "OK <case>" per case.
+MODULE (numpy, strict or cupy: tests/array_modules.py) holds the model, the data and so every
+array the collectives get; the results are compared on the host.
 
 The model has a parameter that forward never uses: data parallelism treats its gradient as zeros
 (never waits for it), so the reference gives it zero gradients too.
 """
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +18,9 @@ import dpcore.nn.functional as F
 import dpcore.optim as optim
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.tensor import Tensor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: array_modules, strict_xp
+from array_modules import host, module  # noqa: E402
 
 
 class Net(nn.Module):
@@ -30,21 +36,21 @@ class Net(nn.Module):
         return self.head(self.body(x))
 
 
-def make(dtype, seed):
+def make(dtype, seed, xp=np):
     nn.manual_seed(seed)
-    return Net(dtype)
+    return Net(dtype).to(xp=xp)
 
 
-def data(n, dtype, seed=5):
+def data(n, dtype, seed=5, xp=np):
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((n, 6)).astype(dtype), rng.integers(0, 4, n)
+    return xp.asarray(rng.standard_normal((n, 6)).astype(dtype)), xp.asarray(rng.integers(0, 4, n))
 
 
-def reference(dtype, opt_cls, kwargs, batches):
+def reference(dtype, opt_cls, kwargs, batches, xp):
     """One process, whole batches; gradients start as zeros so the unused one stays zeros."""
-    model = make(dtype, seed=0)
+    model = make(dtype, seed=0, xp=xp)
     for p in model.parameters():
-        p.grad = np.zeros_like(p.data)
+        p.grad = xp.zeros_like(p.data)
     opt = opt_cls(model.parameters(), **kwargs)
     for x, y in batches:
         model.zero_grad(set_to_none=False)
@@ -56,21 +62,24 @@ def reference(dtype, opt_cls, kwargs, batches):
 def check(comm, case, engine, expected, tol):
     got = engine.state_dict()
     for name, value in expected.items():
-        np.testing.assert_allclose(got[name], value, rtol=tol, atol=tol, err_msg=f"{case}: {name}")
+        assert type(got[name]) is type(value), f"{case}: {name} is a {type(got[name])}"
+        np.testing.assert_allclose(host(got[name]), host(value), rtol=tol, atol=tol,
+                                   err_msg=f"{case}: {name}")
     flat = engine.flat.data
     hi, lo = comm.all_reduce(flat, op="max"), comm.all_reduce(flat, op="min")
-    assert np.array_equal(hi, lo), f"{case}: ranks disagree"
+    assert np.array_equal(host(hi), host(lo)), f"{case}: ranks disagree"
     if comm.rank == 0:
         print("OK", case, flush=True)
 
 
-def even_batches(comm, case, dtype, opt_cls, kwargs, tol, steps=4, batch=12, **engine_kwargs):
+def even_batches(comm, xp, case, dtype, opt_cls, kwargs, tol, steps=4, batch=12,
+                 **engine_kwargs):
     """batch divisible by every K tested (1..4): each rank takes batch / K samples, mean loss."""
-    x, y = data(steps * batch, dtype)
+    x, y = data(steps * batch, dtype, xp=xp)
     batches = [(x[s * batch:(s + 1) * batch], y[s * batch:(s + 1) * batch]) for s in range(steps)]
-    expected = reference(dtype, opt_cls, kwargs, batches)
+    expected = reference(dtype, opt_cls, kwargs, batches, xp)
     # rank r != 0 starts from other parameters: the broadcast at construction must fix that
-    engine = DataParallel(make(dtype, seed=comm.rank), comm, optimizer=opt_cls, **kwargs,
+    engine = DataParallel(make(dtype, seed=comm.rank, xp=xp), comm, optimizer=opt_cls, **kwargs,
                           **engine_kwargs)
     assert len(engine.buckets) > 1 or engine_kwargs.get("bucket_cap_mb", 25) >= 1
     per = batch // comm.size
@@ -85,16 +94,18 @@ def even_batches(comm, case, dtype, opt_cls, kwargs, tol, steps=4, batch=12, **e
     check(comm, case, engine, expected, tol)
 
 
-def uneven_batches(comm, dtype, tol):
+def uneven_batches(comm, xp, dtype, tol):
     """batch 10 on K ranks (4+3+3, 3+3+2+2, ...) via the sampler: summed loss x K / 10."""
-    x, y = data(30, dtype)
+    x, y = data(30, dtype, xp=xp)
     sampler = DistributedSampler(30, 10, comm.rank, comm.size, seed=3)
     whole = DistributedSampler(30, 10, seed=3)
     kwargs = dict(lr=0.01, weight_decay=0.05)
-    expected = reference(dtype, optim.AdamW, kwargs, [(x[i], y[i]) for i, _ in whole])
-    engine = DataParallel(make(dtype, seed=comm.rank), comm, optimizer=optim.AdamW,
+    expected = reference(dtype, optim.AdamW, kwargs,
+                         [(x[xp.asarray(i)], y[xp.asarray(i)]) for i, _ in whole], xp)
+    engine = DataParallel(make(dtype, seed=comm.rank, xp=xp), comm, optimizer=optim.AdamW,
                           bucket_cap_mb=0.002, **kwargs)
     for local, total in sampler:
+        local = xp.asarray(local)  # the sampler's indices live on the host
         loss = F.cross_entropy(engine(Tensor(x[local])), y[local], reduction="sum")
         (loss * (comm.size / total)).backward()
         engine.step()
@@ -102,17 +113,17 @@ def uneven_batches(comm, dtype, tol):
     check(comm, "uneven batches, sampler", engine, expected, tol)
 
 
-def accumulation(comm, dtype, tol):
+def accumulation(comm, xp, dtype, tol):
     """Two micro-batches per step, the first backward inside no_sync: same as the whole batch."""
-    x, y = data(48, dtype)
+    x, y = data(48, dtype, xp=xp)
     kwargs = dict(lr=0.05, momentum=0.9)
-    expected = reference(dtype, optim.SGD, kwargs, [(x[:24], y[:24]), (x[24:], y[24:])])
-    engine = DataParallel(make(dtype, seed=comm.rank), comm, optimizer=optim.SGD,
+    expected = reference(dtype, optim.SGD, kwargs, [(x[:24], y[:24]), (x[24:], y[24:])], xp)
+    engine = DataParallel(make(dtype, seed=comm.rank, xp=xp), comm, optimizer=optim.SGD,
                           bucket_cap_mb=0.002, **kwargs)
     for step in range(2):
         for micro in range(2):
             lo = step * 24 + micro * 12
-            mine = np.array_split(np.arange(lo, lo + 12), comm.size)[comm.rank]
+            mine = xp.asarray(np.array_split(np.arange(lo, lo + 12), comm.size)[comm.rank])
             loss = F.cross_entropy(engine(Tensor(x[mine])), y[mine], reduction="sum")
             loss = loss * (comm.size / 24)
             if micro == 0:
@@ -128,16 +139,17 @@ def accumulation(comm, dtype, tol):
 
 def main():
     comm = dpcore.init()
+    xp = module(sys.argv[1] if len(sys.argv) > 1 else "numpy", comm.local_rank)
     f64, f32 = 1e-10, 1e-5
     adamw = dict(lr=0.01, betas=(0.9, 0.99), weight_decay=0.1)
     sgd = dict(lr=0.1, momentum=0.9, weight_decay=0.01)
-    even_batches(comm, "float64 AdamW, small buckets", np.float64, optim.AdamW, adamw, f64,
+    even_batches(comm, xp, "float64 AdamW, small buckets", np.float64, optim.AdamW, adamw, f64,
                  bucket_cap_mb=0.002)
-    even_batches(comm, "float32 SGD momentum, one bucket", np.float32, optim.SGD, sgd, f32)
-    even_batches(comm, "float64 SGD, no overlap", np.float64, optim.SGD, sgd, f64,
+    even_batches(comm, xp, "float32 SGD momentum, one bucket", np.float32, optim.SGD, sgd, f32)
+    even_batches(comm, xp, "float64 SGD, no overlap", np.float64, optim.SGD, sgd, f64,
                  bucket_cap_mb=0.002, overlap=False)
-    uneven_batches(comm, np.float64, f64)
-    accumulation(comm, np.float64, f64)
+    uneven_batches(comm, xp, np.float64, f64)
+    accumulation(comm, xp, np.float64, f64)
     comm.close()
 
 
