@@ -12,8 +12,10 @@ import pytest
 from dpcore import _C
 from dpcore.bench import cli, collectives
 from dpcore.bench.collectives import COLLECTIVES
+from dpcore.bench.floor import achieved, floor_bytes
 from dpcore.bench.options import parse_size
 from dpcore.cost import auto
+from dpcore.cost.formulas import ring
 from dpcore.dtypes import bfloat16_dtype
 from mpi_helpers import run_mpi, run_python
 from test_direct import ptrace_allows_siblings
@@ -218,3 +220,21 @@ def test_sizes_and_factors():
     assert COLLECTIVES["all_reduce"].sizes(10, 3) == (10, 10, 10)
     for name, factor in FACTORS.items():
         assert COLLECTIVES[name].bus_factor(4) == pytest.approx(factor(4))
+
+
+def test_floor_bytes_are_the_rings_bytes_through_memory():
+    """A copy reads and writes each byte; the ring reads and writes every byte it receives and
+    reads every byte it reduces once more: the floor copies received + reduced / 2."""
+    mib = 1 << 20
+    assert floor_bytes("all_reduce", 2, 64 * mib) == 80 * mib  # 5/2 x 1/2 x S
+    assert floor_bytes("reduce_scatter", 4, 4096) == 4608      # 3/2 x 3/4 x S
+    assert floor_bytes("all_gather", 4, 4096) == 3072          # 3/4 x S
+    assert floor_bytes("broadcast", 3, 3000) == 2000           # 2 of 3 ranks receive S
+    for coll in COLLECTIVES:
+        assert floor_bytes(coll, 1, 4096) == 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):  # the cost model's ring
+        for n in range(1, 9):
+            cost = ring(coll, mib, n)
+            assert floor_bytes(coll, n, mib) == round(cost.nbytes + cost.reduced / 2), (coll, n)
+    assert achieved(1.0, 4.0) == 0.25
+    assert achieved(None, 4.0) is None and achieved(1.0, None) is None
