@@ -222,6 +222,33 @@ def test_sizes_and_factors():
         assert COLLECTIVES[name].bus_factor(4) == pytest.approx(factor(4))
 
 
+@pytest.mark.mpi
+def test_copy_floor_beside_each_row(tmp_path):
+    """--floor: each in-place block alternates with a copy of the floor's bytes on every rank
+    at once, and the row gives the copy's time, its bandwidth and the share of it reached."""
+    output, doc = bench(tmp_path, 2, "all_reduce", *SMALL, "--floor", "--compare", "mpi")
+    check_rows(doc, output, "all_reduce", 2)
+    names = next(line for line in output.splitlines() if "#wrong" in line).split()
+    assert ["floor", "copy", "bw", "reached"] == names[names.index("floor"):][:4], names
+    assert doc["floor"] is True
+    for row in doc["rows"]:
+        assert row["floor_bytes"] == floor_bytes("all_reduce", 2, row["size"]) > 0
+        assert row["floor_time_us"] > 0
+        assert row["floor_copy_gbps"] == pytest.approx(row["floor_bytes"]
+                                                       / row["floor_time_us"] / 1e3)
+        assert row["ip_floor%"] == pytest.approx(row["floor_time_us"] / row["ip_time_us"] * 100)
+    assert "# Copy floor reached   : median" in output
+
+
+def test_copy_floor_on_one_rank_moves_nothing(tmp_path, capsys):
+    output, doc = bench_here(tmp_path, capsys, "broadcast", "-b", "1K", "-e", "1K", "-n", "1",
+                             "-w", "0", "--floor")
+    row, = doc["rows"]
+    assert (row["floor_bytes"], row["floor_time_us"], row["ip_floor%"]) == (0, None, None)
+    line = next(line for line in output.splitlines() if line.split()[:1] == ["1024"])
+    assert line.split()[-4:-1] == ["n/a"] * 3  # floor, copy bw, reached; then algo
+
+
 def test_floor_bytes_are_the_rings_bytes_through_memory():
     """A copy reads and writes each byte; the ring reads and writes every byte it receives and
     reads every byte it reduces once more: the floor copies received + reduced / 2."""

@@ -56,7 +56,7 @@ def main(argv=None, collective=None):
             one = lambda names: names[0] if len(names) == 1 else names  # noqa: E731
             doc = {"collective": coll.name, "nranks": bench.n, "dtype": one(args.datatype),
                    "op": one(ops) if coll.reduces else None, "algo": args.algo,
-                   "transport": comm.transport, "compare": args.compare,
+                   "transport": comm.transport, "compare": args.compare, "floor": args.floor,
                    "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
             if bench.model is not None:
                 doc["model"] = os.path.abspath(bench.model_path)
@@ -65,9 +65,9 @@ def main(argv=None, collective=None):
         if args.plot and bench.rank == 0 and bench.rows:
             from .plot import plot
 
-            plot(args.plot, bench.rows, coll, comm.transport, args.compare == "mpi")
+            plot(args.plot, bench.rows, coll, comm.transport, bench.reference)
             print(f"# plot: {args.plot}", flush=True)
-        bench.mpi.Free()
+        bench.close()
     return 1 if result["wrong"] else 0
 
 

@@ -1,5 +1,6 @@
 """The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r
--a), plus dpcore's (--algo, -R, --one-buffer, --compare, --repeat, --json, --model, --plot)."""
+-a), plus dpcore's (--algo, -R, --one-buffer, --compare, --floor, --repeat, --json, --model,
+--plot)."""
 import argparse
 import re
 
@@ -103,6 +104,11 @@ def parser(collective=None):
     p.add_argument("--compare", choices=["mpi"], default=None,
                    help="also time MPI's own collective on the same buffers (-R 1: ordinary "
                         "ones), alternating")
+    p.add_argument("--floor", action="store_true",
+                   help="also time the copy floor, alternating with the in-place calls: a plain "
+                        "copy, on every rank at once, of the bytes the ring moves through "
+                        "memory (docs/busbw.md); prints its time, its copy bandwidth per rank "
+                        "and the share of it reached")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each timed block this many times (alternating) and report medians")
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
