@@ -230,7 +230,7 @@ def test_copy_floor_beside_each_row(tmp_path):
     check_rows(doc, output, "all_reduce", 2)
     names = next(line for line in output.splitlines() if "#wrong" in line).split()
     assert ["floor", "copy", "bw", "reached"] == names[names.index("floor"):][:4], names
-    assert doc["floor"] is True
+    assert doc["floor"] is True and doc["device"] == "cpu"
     for row in doc["rows"]:
         assert row["floor_bytes"] == floor_bytes("all_reduce", 2, row["size"]) > 0
         assert row["floor_time_us"] > 0
@@ -247,6 +247,16 @@ def test_copy_floor_on_one_rank_moves_nothing(tmp_path, capsys):
     assert (row["floor_bytes"], row["floor_time_us"], row["ip_floor%"]) == (0, None, None)
     line = next(line for line in output.splitlines() if line.split()[:1] == ["1024"])
     assert line.split()[-4:-1] == ["n/a"] * 3  # floor, copy bw, reached; then algo
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--compare", "nccl"], "--compare nccl times NCCL on GPU buffers: add --device cuda"),
+    (["--device", "cuda", "--compare", "mpi"], "--compare mpi needs host buffers"),
+    (["--device", "cuda", "-R", "1"], "-R 1 asks for comm.alloc's host buffers"),
+])
+def test_device_options_that_cannot_go_together(tmp_path, capsys, args, message):
+    output, _ = bench_here(tmp_path, capsys, "all_reduce", *args, status=2)
+    assert message in output
 
 
 def test_floor_bytes_are_the_rings_bytes_through_memory():

@@ -4,19 +4,19 @@ For each size from -b to -e (times -f): allocate, fill exact inputs, then for ou
 in-place call once untimed (--algo auto: _C.TUNER_SETTLE_CALLS times, until its tuner has tried
 both algorithms), time ITERS back-to-back calls after a barrier and keep the slowest rank's
 time (MPI MAX of the elapsed times; nccl-tests' -a chooses another: blocks.AVERAGES). With
---compare mpi the same buffers go through MPI's own collective (compare.py), alternating with
-ours block by block; with --repeat R each block runs R times and
+--compare mpi the same buffers go through MPI's own collective (with --device cuda, NCCL's:
+compare.py), alternating with ours block by block; with --repeat R each block runs R times and
 the medians are reported. With -c 1 the data are re-initialised and the collective runs once
 more, and every rank counts the elements whose bits differ from the result it computed itself;
 #wrong is the sum over ranks.
 
 algbw = size / time (size as nccl-tests prints it); busbw = algbw * the collective's factor.
 
-The harness reaches its buffers only through an object that says where they live (devices.py:
-host memory), so that buffers on a GPU can run this same code, their blocks of calls ending when
-the device has finished them (timed()'s synchronize). With --floor every in-place block
-alternates with one of the copy floor (floor.py): a plain copy of as many bytes as the ring moves
-through memory, on every rank at once.
+The buffers live where --device puts them (devices.py: host memory, or this rank's GPU); the
+harness reaches them only through that object, so --device cuda runs this same code. There a
+block of calls ends when the device has finished them (timed() synchronizes). With --floor (always
+with --device cuda) every in-place block alternates with one of the copy floor (floor.py): a
+plain copy of as many bytes as the ring moves through memory, on every rank at once.
 
 Beside each row: the algorithm that ran most of the in-place timed calls (for --algo auto, as the
 communicator picked them: the tuner may switch between ring and direct) and, when
@@ -35,7 +35,7 @@ from ..dtypes import parse_dtype
 from ..sharding import shard_range
 from .blocks import timed
 from .collectives import Case
-from .compare import MpiReference
+from .compare import MpiReference, open_nccl
 from .devices import HostArrays
 from .floor import achieved, floor_bytes
 from .options import DEFAULT_ITERS, iters_for, sizes
@@ -75,8 +75,12 @@ class Bench:
         self.model, self.model_info, self.model_path = None, None, None  # {algo: Params}
         self._pool, self._pool_used = None, 0  # --one-buffer's two buffers; how many a row took
         self.floor = args.floor
-        # what runs beside dpcore (compare.py), or None
-        self.reference = MpiReference(self.mpi) if args.compare == "mpi" else None
+        # what runs beside dpcore (compare.py), or None; why NCCL does not, where it cannot
+        self.reference, self.left_out = None, None
+        if args.compare == "mpi":
+            self.reference = MpiReference(self.mpi)
+        elif args.compare == "nccl":
+            self.reference, self.left_out = open_nccl(self.arrays, self.mpi)
 
     def close(self):
         if self.reference is not None:
@@ -244,6 +248,8 @@ class Bench:
         iters = a.iters if a.iters is not None else f"{DEFAULT_ITERS}(auto)"
         ref = self.reference
         compare = ref.name if ref else "none"
+        if self.left_out:
+            compare += f" (NCCL left out: {self.left_out})"
         self.say(f"# dpcore.bench {self.coll.name}  nranks {self.n}  minBytes {a.minbytes} "
                  f"maxBytes {a.maxbytes} step: {step} warmup iters: {a.warmup_iters} "
                  f"iters: {iters} validation: {a.check} algo: {a.algo} "
