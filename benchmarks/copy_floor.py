@@ -48,7 +48,7 @@ from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
 from dpcore.bench.blocks import alternating_medians, block_iters  # noqa: E402
-from dpcore.bench.harness import huge_page_buffer
+from dpcore.bench.devices import huge_page_buffer  # noqa: E402
 from dpcore.bench.options import parse_size  # noqa: E402
 
 COLUMNS = ("floor", "stream", "MPI", "dpcore", "alloc")
@@ -117,7 +117,7 @@ def main(coll=None):
 
 def _pool_fronts(maxbytes):
     """empty(i, count, dtype): the front of the i-th of three buffers of maxbytes, each from a
-    2 MiB boundary (harness.huge_page_buffer)."""
+    2 MiB boundary (devices.huge_page_buffer)."""
     pools = [huge_page_buffer(maxbytes) for _ in range(3)]
     return lambda i, count, dtype: pools[i][:count * np.dtype(dtype).itemsize].view(dtype)
 

@@ -12,8 +12,10 @@ import pytest
 from dpcore import _C
 from dpcore.bench import cli, collectives
 from dpcore.bench.collectives import COLLECTIVES
+from dpcore.bench.floor import achieved, floor_bytes
 from dpcore.bench.options import parse_size
 from dpcore.cost import auto
+from dpcore.cost.formulas import ring
 from dpcore.dtypes import bfloat16_dtype
 from mpi_helpers import run_mpi, run_python
 from test_direct import ptrace_allows_siblings
@@ -218,3 +220,58 @@ def test_sizes_and_factors():
     assert COLLECTIVES["all_reduce"].sizes(10, 3) == (10, 10, 10)
     for name, factor in FACTORS.items():
         assert COLLECTIVES[name].bus_factor(4) == pytest.approx(factor(4))
+
+
+@pytest.mark.mpi
+def test_copy_floor_beside_each_row(tmp_path):
+    """--floor: each in-place block alternates with a copy of the floor's bytes on every rank
+    at once, and the row gives the copy's time, its bandwidth and the share of it reached."""
+    output, doc = bench(tmp_path, 2, "all_reduce", *SMALL, "--floor", "--compare", "mpi")
+    check_rows(doc, output, "all_reduce", 2)
+    names = next(line for line in output.splitlines() if "#wrong" in line).split()
+    assert ["floor", "copy", "bw", "reached"] == names[names.index("floor"):][:4], names
+    assert doc["floor"] is True and doc["device"] == "cpu"
+    for row in doc["rows"]:
+        assert row["floor_bytes"] == floor_bytes("all_reduce", 2, row["size"]) > 0
+        assert row["floor_time_us"] > 0
+        assert row["floor_copy_gbps"] == pytest.approx(row["floor_bytes"]
+                                                       / row["floor_time_us"] / 1e3)
+        assert row["ip_floor%"] == pytest.approx(row["floor_time_us"] / row["ip_time_us"] * 100)
+    assert "# Copy floor reached   : median" in output
+
+
+def test_copy_floor_on_one_rank_moves_nothing(tmp_path, capsys):
+    output, doc = bench_here(tmp_path, capsys, "broadcast", "-b", "1K", "-e", "1K", "-n", "1",
+                             "-w", "0", "--floor")
+    row, = doc["rows"]
+    assert (row["floor_bytes"], row["floor_time_us"], row["ip_floor%"]) == (0, None, None)
+    line = next(line for line in output.splitlines() if line.split()[:1] == ["1024"])
+    assert line.split()[-4:-1] == ["n/a"] * 3  # floor, copy bw, reached; then algo
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--compare", "nccl"], "--compare nccl times NCCL on GPU buffers: add --device cuda"),
+    (["--device", "cuda", "--compare", "mpi"], "--compare mpi needs host buffers"),
+    (["--device", "cuda", "-R", "1"], "-R 1 asks for comm.alloc's host buffers"),
+])
+def test_device_options_that_cannot_go_together(tmp_path, capsys, args, message):
+    output, _ = bench_here(tmp_path, capsys, "all_reduce", *args, status=2)
+    assert message in output
+
+
+def test_floor_bytes_are_the_rings_bytes_through_memory():
+    """A copy reads and writes each byte; the ring reads and writes every byte it receives and
+    reads every byte it reduces once more: the floor copies received + reduced / 2."""
+    mib = 1 << 20
+    assert floor_bytes("all_reduce", 2, 64 * mib) == 80 * mib  # 5/2 x 1/2 x S
+    assert floor_bytes("reduce_scatter", 4, 4096) == 4608      # 3/2 x 3/4 x S
+    assert floor_bytes("all_gather", 4, 4096) == 3072          # 3/4 x S
+    assert floor_bytes("broadcast", 3, 3000) == 2000           # 2 of 3 ranks receive S
+    for coll in COLLECTIVES:
+        assert floor_bytes(coll, 1, 4096) == 0
+    for coll in ("all_reduce", "reduce_scatter", "all_gather"):  # the cost model's ring
+        for n in range(1, 9):
+            cost = ring(coll, mib, n)
+            assert floor_bytes(coll, n, mib) == round(cost.nbytes + cost.reduced / 2), (coll, n)
+    assert achieved(1.0, 4.0) == 0.25
+    assert achieved(None, 4.0) is None and achieved(1.0, None) is None

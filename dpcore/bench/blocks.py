@@ -11,16 +11,22 @@ import time
 AVERAGES = {0: "rank 0's", 1: "the ranks' mean", 2: "the fastest rank's", 3: "the slowest rank's"}
 
 
-def timed(mpi, call, iters, average=3):
+def timed(mpi, call, iters, average=3, synchronize=None):
     """Seconds per call over `iters` back-to-back calls after a barrier; average: nccl-tests'
     -a (AVERAGES), by default the slowest rank's (a collective ends with its last rank).
-    mpi: an mpi4py communicator."""
+    mpi: an mpi4py communicator. synchronize: for calls that return before a device has done
+    their work, a function that waits for it: before the barrier, so that no earlier work is
+    timed, and as the block's end."""
     from mpi4py import MPI
 
+    if synchronize:
+        synchronize()
     mpi.Barrier()
     start = time.perf_counter()
     for _ in range(iters):
         call()
+    if synchronize:
+        synchronize()
     elapsed = time.perf_counter() - start
     if average == 0:
         elapsed = mpi.bcast(elapsed, root=0)

@@ -2,10 +2,12 @@
 `python -m dpcore.bench` and benchmarks/*_perf.py call run()."""
 import json
 import os
+import sys
 
 from ..cli_errors import run_main
 from ..dtypes import parse_dtype
 from .collectives import COLLECTIVES
+from .devices import DeviceUnavailable, open_arrays
 from .harness import Bench
 from .options import parser
 from .table import load_model
@@ -26,6 +28,7 @@ def main(argv=None, collective=None):
         p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
     if args.one_buffer and args.register:
         p.error("--one-buffer and -R 1 choose dpcore's buffers two ways: pick one")
+    check_device(p, args)
     if args.plot:
         from .plot import check_matplotlib
 
@@ -35,15 +38,26 @@ def main(argv=None, collective=None):
             p.error(str(e))
     coll = COLLECTIVES[collective or args.collective]
     ops = args.op if coll.reduces else ["sum"]
-    model = load_model(args.model, MPI.COMM_WORLD.Get_size(), p)
+    try:  # before dpcore.init: a rank's GPU is chosen first
+        arrays = open_arrays(args.device, MPI.COMM_WORLD)
+    except DeviceUnavailable as e:
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"{p.prog}: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    # The default fitted model describes host memory: on a GPU, only a --model given
+    model = (load_model(args.model, MPI.COMM_WORLD.Get_size(), p)
+             if args.device == "cpu" or args.model else (None, None, None))
     with dpcore.init() as comm:
-        bench = Bench(comm, coll, args)
+        bench = Bench(comm, coll, args, arrays)
         bench.use_model(*model)
         if coll.rooted and not 0 <= args.root < bench.n:
             bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
             return 2
         bench.header()
         for dtype_text in args.datatype:
+            if not arrays.supports(parse_dtype(dtype_text)):
+                bench.say(f"# {dtype_text}: skipped: CuPy has no {dtype_text} arrays")
+                continue
             for op in ops:
                 if op == "avg" and parse_dtype(dtype_text).kind in "iu":
                     continue  # avg needs a floating dtype
@@ -54,9 +68,12 @@ def main(argv=None, collective=None):
         result = bench.summary()
         if args.json and bench.rank == 0:
             one = lambda names: names[0] if len(names) == 1 else names  # noqa: E731
+            ref = bench.reference
             doc = {"collective": coll.name, "nranks": bench.n, "dtype": one(args.datatype),
                    "op": one(ops) if coll.reduces else None, "algo": args.algo,
-                   "transport": comm.transport, "compare": args.compare,
+                   "transport": comm.transport, "device": args.device,
+                   "compare": ref.name if ref else None, "compare_left_out": bench.left_out,
+                   "floor": args.floor,
                    "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
             if bench.model is not None:
                 doc["model"] = os.path.abspath(bench.model_path)
@@ -65,10 +82,28 @@ def main(argv=None, collective=None):
         if args.plot and bench.rank == 0 and bench.rows:
             from .plot import plot
 
-            plot(args.plot, bench.rows, coll, comm.transport, args.compare == "mpi")
+            plot(args.plot, bench.rows, coll, comm.transport, bench.reference)
             print(f"# plot: {args.plot}", flush=True)
-        bench.mpi.Free()
+        bench.close()
     return 1 if result["wrong"] else 0
+
+
+def check_device(p, args):
+    """Settle --device's defaults (cuda: --floor, --compare nccl) and refuse what it cannot do."""
+    if args.compare == "none":
+        args.compare = None
+    if args.device == "cpu":
+        if args.compare == "nccl":
+            p.error("--compare nccl times NCCL on GPU buffers: add --device cuda")
+        return
+    args.floor = True
+    if args.compare is None:
+        args.compare = "nccl"
+    if args.compare == "mpi":
+        p.error("--compare mpi needs host buffers (MPI here is not CUDA-aware); with --device "
+                "cuda the comparison is --compare nccl")
+    if args.register:
+        p.error("-R 1 asks for comm.alloc's host buffers; with --device cuda use -R 0")
 
 
 def run(argv=None, collective=None):

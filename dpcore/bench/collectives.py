@@ -7,7 +7,8 @@ Each collective supplies (as nccl-tests' src/<coll>.cu does):
   init(send, case)       -> fill this rank's input (exact integer values, see below);
   expected(case)         -> the output this rank must receive, computed locally;
   bus_factor(n)          -> busbw / algbw, from nccl-tests' doc/PERFORMANCE.md;
-plus run (dpcore) and run_mpi (mpi4py on the same buffers, for --compare mpi).
+plus run (dpcore), run_mpi (mpi4py on the same host buffers, for --compare mpi) and run_nccl
+(NCCL through CuPy on the same GPU buffers, for --device cuda; compare.py makes its communicator).
 
 Inputs are integers chosen so that every result is exact in the dtype (sums stay within the
 dtype's exact-integer range, products are powers of two that cannot overflow), so `#wrong` counts
@@ -117,6 +118,15 @@ def _mpi_op(case):
     return getattr(MPI, _MPI_OPS[case.op])  # avg is timed as MPI's SUM
 
 
+# NCCL's names in cupy.cuda.nccl. The in-place layouts are the harness's: reduce_scatter's output
+# and all_gather's input are the rank's shard of the larger buffer, at rank * count as NCCL wants.
+NCCL_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+              "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
+              "int64": "NCCL_INT64"}
+NCCL_OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",
+            "avg": "NCCL_AVG"}
+
+
 def _counts(total, n):
     return [b - a for a, b in (shard_range(total, n, r) for r in range(n))]
 
@@ -152,6 +162,11 @@ class AllReduce:
 
         source = MPI.IN_PLACE if in_place else _mpi_buf(send, case)
         mpi_comm.Allreduce(source, _mpi_buf(recv, case), _mpi_op(case))
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):
+        nccl.comm.allReduce(send.data.ptr, recv.data.ptr, case.recv_count, nccl.dtype(case),
+                            nccl.op(case), nccl.stream)
 
 
 class ReduceScatter:
@@ -192,6 +207,11 @@ class ReduceScatter:
             mpi_comm.Reduce_scatter_block(source, target, _mpi_op(case))
         else:
             mpi_comm.Reduce_scatter(source, target, counts, _mpi_op(case))
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):  # NCCL's count: each rank's share, as recv_count
+        nccl.comm.reduceScatter(send.data.ptr, recv.data.ptr, case.recv_count, nccl.dtype(case),
+                                nccl.op(case), nccl.stream)
 
 
 class AllGather:
@@ -235,6 +255,11 @@ class AllGather:
             target = _mpi_buf(recv, case)
             mpi_comm.Allgatherv(source, [target[0], counts, target[1]])
 
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):  # NCCL's count: each rank's share, as send_count
+        nccl.comm.allGather(send.data.ptr, recv.data.ptr, case.send_count, nccl.dtype(case),
+                            nccl.stream)
+
 
 class Broadcast:
     # dpcore's broadcast is in place, so both columns time the in-place call (nccl-tests
@@ -264,6 +289,11 @@ class Broadcast:
     @staticmethod
     def run_mpi(mpi_comm, send, recv, case, in_place):
         mpi_comm.Bcast(_mpi_buf(recv, case), root=case.root)
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):
+        nccl.comm.broadcast(recv.data.ptr, recv.data.ptr, case.recv_count, nccl.dtype(case),
+                            case.root, nccl.stream)
 
 
 COLLECTIVES = {c.name: c for c in (AllReduce, ReduceScatter, AllGather, Broadcast)}

@@ -1,5 +1,6 @@
 """The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r
--a), plus dpcore's (--algo, -R, --one-buffer, --compare, --repeat, --json, --model, --plot)."""
+-a), plus dpcore's (--algo, -R, --one-buffer, --device, --compare, --floor, --repeat, --json,
+--model, --plot)."""
 import argparse
 import re
 
@@ -100,9 +101,21 @@ def parser(collective=None):
                    help="allocate the buffers once, at -e's size, and time every size on their "
                         "front, as nccl-tests does (default: fresh buffers per size). Large "
                         "allocations get huge pages, which speed up MPI's kernel copies")
-    p.add_argument("--compare", choices=["mpi"], default=None,
-                   help="also time MPI's own collective on the same buffers (-R 1: ordinary "
-                        "ones), alternating")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the buffers live: cpu (NumPy arrays, default) or cuda (CuPy "
+                        "arrays, each rank on GPU local rank %% GPU count of its node; needs "
+                        "CuPy and a GPU, and implies --floor and --compare nccl)")
+    p.add_argument("--compare", choices=["mpi", "nccl", "none"], default=None,
+                   help="also time another library's collective on the same buffers, "
+                        "alternating: mpi (MPI's own; -R 1: on ordinary buffers) or, with "
+                        "--device cuda, nccl (through cupy.cuda.nccl; left out, and the header "
+                        "says why, where a node has fewer GPUs than ranks). Default: none on "
+                        "cpu, nccl on cuda")
+    p.add_argument("--floor", action="store_true",
+                   help="also time the copy floor, alternating with the in-place calls: a plain "
+                        "copy, on every rank at once, of the bytes the ring moves through "
+                        "memory (docs/busbw.md); prints its time, its copy bandwidth per rank "
+                        "and the share of it reached. On with --device cuda")
     p.add_argument("--repeat", type=int, default=1,
                    help="run each timed block this many times (alternating) and report medians")
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")

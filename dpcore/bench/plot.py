@@ -35,7 +35,8 @@ def _size_text(nbytes):
 
 
 def plot(path, rows, coll, transport, compare):
-    """Write the figure for the bench's rows (as in --json) to path."""
+    """Write the figure for the bench's rows (as in --json) to path; compare: the library timed
+    beside dpcore (compare.py), or None."""
     plt = pyplot()
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
@@ -55,9 +56,9 @@ def plot(path, rows, coll, transport, compare):
         name = (f" {dtype}" + (f" {op}" if op != "none" else "")) if many else ""
         sizes = [r["size"] for r in group]
         lines = [(f"dpcore{name}", [r[f"ip_{metric}"] for r in group], "-", "o", 0)]
-        if compare and any(r.get(f"ip_mpi_{metric}") for r in group):
-            mpi = [r.get(f"ip_mpi_{metric}") for r in group]
-            lines.append((f"MPI{name}", mpi, "-." if many else "-", "s", 1))
+        if compare and any(r.get(f"ip_{compare.name}_{metric}") for r in group):
+            theirs = [r.get(f"ip_{compare.name}_{metric}") for r in group]
+            lines.append((f"{compare.label}{name}", theirs, "-." if many else "-", "s", 1))
         if any(r.get("pred_us") for r in group):
             model = [r["size"] / (r["pred_us"] * 1e3) * factor if r.get("pred_us") else None
                      for r in group]

@@ -1,5 +1,5 @@
-"""The bench's rows: their columns (nccl-tests' layout, MPI's beside, the model's prediction)
-and how they print."""
+"""The bench's rows: their columns (nccl-tests' layout, MPI's or NCCL's beside, the copy floor,
+the model's prediction) and how they print."""
 import json
 
 import numpy as np
@@ -16,6 +16,8 @@ def algo_used(comm, coll_name, nbytes, algo):
 
 
 LARGE_BYTES = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)
+# The CUDA collectives are meant to reach 60 % of the copy floor from here up (2 ranks, one GPU)
+FLOOR_LARGE_BYTES = 64 << 20
 
 
 def model_columns(params, coll_name, row):
@@ -74,12 +76,18 @@ def columns(prefix, size, seconds, factor):
 
 _PARAMS = "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}"
 _BLOCK = "  {:>7}  {:>6}  {:>6}  {:>6}"
-_MPI_BLOCK = "  {:>8}  {:>9}  {:>5}"
+_FLOOR_BLOCK = "  {:>8}  {:>7}  {:>7}"
 _ALGO_BLOCK = "  {:>8}"
 _MODEL_BLOCK = "  {:>8}  {:>10}"
 
 
-def table_header(compare, model=False):
+def _ref_block(name):
+    """The compared library's block: "mpi time", "mpi busbw", "ratio" (wider for "nccl")."""
+    return f"  {{:>{max(8, len(name) + 5)}}}  {{:>{max(9, len(name) + 6)}}}  {{:>5}}"
+
+
+def table_header(compare, model=False, floor=False):
+    """compare: the compared library's name ("mpi", "nccl") or None."""
     params_width = len(_PARAMS.format(*[""] * 5))
     block_width = len(_BLOCK.format(*[""] * 4))
     meta = "#" + " " * (params_width - 1) + "out-of-place".center(block_width)
@@ -90,9 +98,14 @@ def table_header(compare, model=False):
         names += _BLOCK.format("time", "algbw", "busbw", "#wrong")
         units += _BLOCK.format("(us)", "(GB/s)", "(GB/s)", "")
     if compare:
-        meta += "MPI in-place".center(len(_MPI_BLOCK.format(*[""] * 3)))
-        names += _MPI_BLOCK.format("mpi time", "mpi busbw", "ratio")
-        units += _MPI_BLOCK.format("(us)", "(GB/s)", "")
+        block = _ref_block(compare)
+        meta += f"{compare.upper()} in-place".center(len(block.format(*[""] * 3)))
+        names += block.format(f"{compare} time", f"{compare} busbw", "ratio")
+        units += block.format("(us)", "(GB/s)", "")
+    if floor:
+        meta += "copy floor".center(len(_FLOOR_BLOCK.format(*[""] * 3)))
+        names += _FLOOR_BLOCK.format("floor", "copy bw", "reached")
+        units += _FLOOR_BLOCK.format("(us)", "(GB/s)", "(%)")
     meta += " " * len(_ALGO_BLOCK.format(""))
     names += _ALGO_BLOCK.format("algo")
     units += _ALGO_BLOCK.format("")
@@ -113,15 +126,18 @@ def num(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
 
 
-def format_row(row, compare, model=False):
+def format_row(row, compare, model=False, floor=False):
     text = _PARAMS.format(row["size"], row["count"], row["type"], row["redop"], row["root"])
     for p in ("oop", "ip"):
         wrong = row[f"{p}_wrong"]
         text += _BLOCK.format(time_text(row[f"{p}_time_us"]), num(row[f"{p}_algbw"]),
                               num(row[f"{p}_busbw"]), "n/a" if wrong is None else wrong)
     if compare:
-        text += _MPI_BLOCK.format(time_text(row["ip_mpi_time_us"]),
-                                  num(row["ip_mpi_busbw"]), num(row["ip_ratio"]))
+        text += _ref_block(compare).format(time_text(row[f"ip_{compare}_time_us"]),
+                                           num(row[f"ip_{compare}_busbw"]), num(row["ip_ratio"]))
+    if floor:
+        text += _FLOOR_BLOCK.format(time_text(row["floor_time_us"]), num(row["floor_copy_gbps"]),
+                                    num(row["ip_floor%"], ".0f"))
     text += _ALGO_BLOCK.format(row["algo_used"])
     if model:
         text += _MODEL_BLOCK.format(time_text(row["pred_us"]), num(row["model_err%"], "+.0f"))
