@@ -89,6 +89,23 @@ void bindDevice(py::module_& m) {
           })
       // the host segment's name (once every rank has mapped it), and the device slots' (once
       // every rank has mapped every peer's)
+      // comm.alloc(device="cuda"): (this rank's buffer, its handle), then map every rank's
+      .def("alloc_region", [](DeviceBackend& b, size_t bytes) {
+            IpcHandle h;
+            void* p;
+            {
+              py::gil_scoped_release release;
+              p = b.engine().transport().allocRegion(bytes, &h);
+            }
+            return py::make_tuple(reinterpret_cast<uintptr_t>(p), py::bytes(h.bytes, sizeof(h.bytes)));
+          })
+      .def("map_region", [](DeviceBackend& b, uint32_t id, size_t bytes,
+                            const std::vector<py::bytes>& handles, std::vector<uint64_t> bases) {
+            std::vector<IpcHandle> all;
+            for (const py::bytes& h : handles) all.push_back(handleOf(h));
+            py::gil_scoped_release release;
+            b.engine().transport().mapRegion(id, bytes, all, bases);
+          })
       .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })
       .def("peers_gone", [](DeviceBackend& b) {
             return b.engine().transport().control().peersGone();

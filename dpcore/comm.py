@@ -107,13 +107,19 @@ class Communicator:
         self.direct = connection.direct
         self._devices = DeviceCollectives(self)  # CUDA arrays' backend, made at their first call
 
-    def alloc(self, shape, dtype=np.float32):
+    def alloc(self, shape, dtype=np.float32, device="cpu"):
         """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
         ncclMemAlloc or PyTorch's symmetric memory. Collective: every rank of the communicator
         calls it, in the same order, for the same shape and dtype. Collectives take it like any
         array; algo "direct" (which auto may pick) then reads the peers' data out of it with one
         plain copy instead of a kernel copy. Freed with the last reference to the array (or a
-        view of it). Across nodes, or with one rank, it is ordinary memory."""
+        view of it). Across nodes, or with one rank, it is ordinary memory. device="cuda": a
+        CuPy array on this rank's GPU that every peer maps through CUDA IPC, which algo
+        "direct" on CUDA arrays needs; it lives as long as the communicator's device side."""
+        if device == "cuda":
+            return self._devices.alloc(shape, dtype)
+        if device != "cpu":
+            raise ValueError(f"dpcore: alloc's device is 'cpu' or 'cuda', not {device!r}")
         from .shared_memory import alloc
 
         backend = self._checked_backend()  # raises once closed

@@ -18,7 +18,9 @@ class DeviceArray:
         self.array = array
         self.ptr, self.readonly = interface["data"]
         self.shape = tuple(interface["shape"])
-        self.dtype = np.dtype(interface["typestr"])
+        # the array's own NumPy dtype where it has one: the interface spells bfloat16 "<V2"
+        dtype = getattr(array, "dtype", None)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(interface["typestr"])
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self.nbytes = self.size * self.dtype.itemsize
         strides = interface.get("strides")

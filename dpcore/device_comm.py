@@ -1,7 +1,7 @@
 """The Communicator's collectives on CUDA arrays: the same calls, checks and results as on host
 arrays, run by the device transport (dpcore.transports.device, csrc/cuda/). Algorithms: one_shot
-for calls up to one_shot_bytes per rank (auto's pick there) and the ring; direct does not run on
-device memory yet. Each call follows the work queued on the caller's current stream before it;
+for calls up to one_shot_bytes per rank (auto's pick there), the ring (auto's past it), and
+direct, asked for, on buffers from comm.alloc(..., device="cuda"), which the peers have mapped. Each call follows the work queued on the caller's current stream before it;
 it returns once its kernels have ended, and an async call's Work.wait() returns then too, so the
 result may be used on any stream."""
 import numpy as np
@@ -13,7 +13,7 @@ from .sharding import shard_range
 from .transports import device as device_transport
 from .work import Work
 
-ONE_SHOT, RING = ALGORITHMS["one_shot"], ALGORITHMS["ring"]
+ONE_SHOT, RING, DIRECT = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct"))
 
 
 class DeviceCollectives:
@@ -23,7 +23,7 @@ class DeviceCollectives:
         self._comm = comm
         self._backend = None
         self._device = None
-        self._pending = []
+        self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
 
     # -- the collectives, called by Communicator with x's DeviceArray ----------------------
 
@@ -57,7 +57,7 @@ class DeviceCollectives:
     def all_gather(self, s, out, algo, async_op):
         dtype = dtype_code(s.dtype)
         self._check_input(s, "shard")
-        if algo not in ("auto", "one_shot", "ring"):
+        if algo not in ("auto", "one_shot", "ring", "direct"):
             self._algo(algo, 0)  # raises before the shard sizes travel
         if out is None:
             self._comm._reap()
@@ -86,12 +86,11 @@ class DeviceCollectives:
         limit = self._comm.one_shot_bytes
         if algo == "auto":
             return ONE_SHOT if nbytes <= limit else RING
-        if algo == "direct":
-            raise ValueError("dpcore: algo 'direct' does not run on CUDA arrays yet; use auto, "
-                             "one_shot or ring")
+        if algo == "direct":  # the transport checks that the buffers are comm.alloc's
+            return DIRECT
         if algo not in ("one_shot", "ring"):
-            raise ValueError(f"dpcore: unknown algo {algo!r}; on CUDA arrays: auto, one_shot "
-                             f"or ring")
+            raise ValueError(f"dpcore: unknown algo {algo!r}; on CUDA arrays: auto, one_shot, "
+                             f"ring or direct")
         if algo == "one_shot" and nbytes > limit:
             raise ValueError(f"dpcore: algo 'one_shot' takes at most {limit} bytes per rank, "
                              f"got {nbytes}")
@@ -131,11 +130,38 @@ class DeviceCollectives:
                              f"bytes from x's start); in place, out must be x itself (all_reduce) "
                              f"or x's own shard (reduce_scatter)")
 
-    def _checked(self, view=None):
+    def alloc(self, shape, dtype):
+        """comm.alloc(..., device="cuda"): this rank's zero-filled buffer of a region that every
+        peer maps (CUDA IPC), in which direct reads the peers' data. Collective, as the host
+        alloc; the array keeps the device side's memory alive."""
+        dtype = np.dtype(dtype)
+        shape = (shape,) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        emulated = self._comm.settings.cuda_emulation
+        cupy = None if emulated else _cupy_for_alloc()
+        backend = self._checked(device=0 if emulated else cupy.cuda.Device().id)
+        size = max(nbytes, 16)  # every rank's region exists, even an empty one
+        self._regions += 1
+        region, node = self._regions, self._comm._node
+        address, handle = backend.alloc_region(size)
+        everyone = node.allgather((address, handle), f"cuda alloc: exchange region {region}")
+        node.on_every_rank(lambda: backend.map_region(region, size, [h for _, h in everyone],
+                                                      [a for a, _ in everyone]),
+                           f"cuda alloc: map the peers' buffers of region {region}")
+        backend.unlink_slots()  # every peer has mapped it: no name is left to find
+        if emulated:
+            from . import emulated as module
+
+            return module.at(address, shape, dtype, backend)
+        memory = cupy.cuda.UnownedMemory(address, size, backend, self._device)
+        return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0))
+
+    def _checked(self, view=None, device=None):
         comm = self._comm
         comm._checked_backend()  # closed, or the wrong thread: raises
         if self._backend is None:
-            device = device_index(view) if view is not None else 0
+            if device is None:
+                device = device_index(view) if view is not None else 0
             self._backend = device_transport.connect(comm._boot, comm._node, comm.settings,
                                                 comm.timeout, device)
             self._device = device
@@ -178,3 +204,12 @@ class DeviceCollectives:
 
 
 _kept_until_exit = []
+
+
+def _cupy_for_alloc():
+    try:
+        import cupy
+    except ImportError:
+        raise ValueError("dpcore: comm.alloc(device=\"cuda\") makes CuPy arrays, and CuPy is "
+                         "not installed (pip install cupy-cuda13x)") from None
+    return cupy

@@ -13,8 +13,9 @@ import numpy as np
 class EmulatedArray:
     """A C-contiguous NumPy buffer that dpcore treats as device memory."""
 
-    def __init__(self, host):
+    def __init__(self, host, owner=None):
         self._host = host
+        self._owner = owner  # what holds the memory (comm.alloc's device side), kept alive
 
     @property
     def __cuda_array_interface__(self):
@@ -35,11 +36,15 @@ class EmulatedArray:
         """A NumPy copy, as CuPy's ndarray.get()."""
         return self._host.copy()
 
+    def set(self, a):
+        """Copies NumPy array a in, as CuPy's ndarray.set()."""
+        np.copyto(self._host, a)
+
     def __getitem__(self, index):  # views share the memory, as on a device
-        return EmulatedArray(self._host[index])
+        return EmulatedArray(self._host[index], self._owner)
 
     def reshape(self, *shape):
-        return EmulatedArray(self._host.reshape(*shape))
+        return EmulatedArray(self._host.reshape(*shape), self._owner)
 
     def __repr__(self):
         return f"EmulatedArray({self._host!r})"
@@ -51,3 +56,14 @@ def asarray(a, dtype=None):
 
 def empty(shape, dtype=np.float32):
     return EmulatedArray(np.empty(shape, dtype))
+
+
+def at(address, shape, dtype, owner):
+    """The emulated device memory at `address` (a mapping that `owner` keeps) as an array."""
+    import ctypes
+
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = (ctypes.c_char * max(nbytes, 1)).from_address(address)
+    host = np.frombuffer(raw, np.uint8, nbytes).view(dtype).reshape(shape)
+    return EmulatedArray(host, owner)

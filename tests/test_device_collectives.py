@@ -2,7 +2,7 @@
 device transport (csrc/cuda/device_transport.h) on the CPU emulation of the device, whose kernels
 are the very bodies nvcc compiles (test_device_kernels.py checks those alone). Every collective
 and algorithm against NumPy exactly and bit for bit against the host path, at 1-4 ranks, with
-ring segments from 64 KiB down to 64 bytes; bad input; and the ring's schedule, which must be
+ring segments from 64 KiB down to 64 bytes; direct on comm.alloc(device="cuda") buffers; bad input; and the ring's schedule, which must be
 the one tests/test_ring_schedule.py checks on the CPU. Deaths on the device transport are in
 test_peer_faults.py. tests/gpu/device_check.sh runs the same script on a GPU (DEVICE=cupy)."""
 import json
@@ -27,6 +27,13 @@ def test_many_rounds_through_tiny_slots():
     has only just emptied."""
     run_ok("device_collectives.py", 3, "few", "small",
            env={**EMULATED, "DPCORE_SLOT_BYTES": "64", "DPCORE_FIFO_SLOTS": "2"}, timeout=300)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_direct_on_buffers_every_peer_maps(n):
+    """comm.alloc(..., device="cuda") buffers: direct reads the peers' data where it lies, one
+    kernel a step, with the ring's bits; on ordinary device buffers it is refused."""
+    run_ok("device_direct.py", n, env=EMULATED, timeout=300)
 
 
 def test_bad_input_is_refused_on_the_rank_that_made_it():

@@ -17,10 +17,14 @@
 //   scratch(i)                                     two local pieces of kDirectPieceBytes
 //   streams(bytes)    whether an output this large is written past the cache (stream_copy.h)
 //   reduce2(...), copyToOutput(...)                the loops of the memory's device
+//   kMapped           true where every peer's memory is addressable here (device memory over
+//                     IPC): then input(peer, offset) and reduceInOrder(...) reduce the chunk
+//                     in one pass, rounding after every op as the piecewise path does
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "core/task.h"
 #include "dpcore/chunks.h"
@@ -40,6 +44,16 @@ constexpr size_t kDirectPieceBytes = 128 << 10;
 template <class Peers>
 void reduceOwnChunk(Peers& peers, const Task& task, int rank, int n, char* dst) {
   const size_t elem = dtypeSize(task.dtype);
+  if constexpr (Peers::kMapped) {  // every peer's input is addressable here: one pass
+    const Range chunk = shardRange(task.count, n, rank);
+    const size_t at = chunk.start * elem;
+    std::vector<const void*> inputs;
+    for (int k = 1; k < n; ++k) inputs.push_back(peers.input((rank + k) % n, at));
+    inputs.push_back(static_cast<const char*>(task.in) + at);
+    peers.reduceInOrder(task.dtype, task.op, inputs.data(), n, dst, chunk.size(),
+                        avgDivisor(task, n));
+    return;
+  }
   const size_t pieceCount = kDirectPieceBytes / elem;
   const Range chunk = shardRange(task.count, n, rank);
   auto in = static_cast<const char*>(task.in);

@@ -25,6 +25,7 @@ class ShmPayloads : public HostLoops {
 
 class ShmPeerMemory : public HostLoops {
  public:
+  static constexpr bool kMapped = false;  // a peer's memory is read by a copy (readFrom)
   ShmPeerMemory(ShmTransport& t, const std::vector<CollHeader>& headers)
       : t_(t), headers_(headers) {}
 

@@ -29,12 +29,12 @@ __global__ void __launch_bounds__(kThreads) reduceCopyKernel(ReduceCopyArgs args
   reduceCopy<E, Op>(KernelThread{}, args);
 }
 
-// Enough blocks that each thread moves a few packs, at most two per multiprocessor: ranks that
-// share a GPU share its multiprocessors too.
+// Enough blocks that each thread moves a few packs, at most four per multiprocessor: enough
+// loads in flight to hide the memory's latency. (Ranks that share a GPU take turns on it.)
 unsigned gridFor(size_t count, size_t elemSize, int multiprocessors) {
   const size_t packs = (count * elemSize + 15) / 16;
   const size_t wanted = (packs + 4 * kThreads - 1) / (4 * kThreads);
-  const size_t most = 2 * static_cast<size_t>(multiprocessors);
+  const size_t most = 4 * static_cast<size_t>(multiprocessors);
   return static_cast<unsigned>(wanted < 1 ? 1 : wanted > most ? most : wanted);
 }
 

@@ -1,4 +1,5 @@
-// The ring's verbs (algo/ring.h) and one-shot's payloads (algo/one_shot.h) over device memory:
+// The ring's verbs (algo/ring.h), one-shot's payloads (algo/one_shot.h) and direct's peer
+// memory (algo/direct.h) over device memory:
 // each verb is one reduceCopy kernel (reduce_copy.h), fused as NCCL fuses them. Rank r's kernels
 // push into rank r+1's FIFO through its mapping, and read their own. The waits for a slot and
 // the posts after a kernel are the host FIFO's (ShmTransport); DeviceTransport::run returns
@@ -8,6 +9,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "algo/direct.h"
 #include "core/trace.h"
 #include "cuda/device_transport.h"
 
@@ -117,6 +119,59 @@ class DevicePayloads {
   void copy(void* dst, const void* src, size_t bytes) { t_.copy(dst, src, bytes); }
 
  private:
+  DeviceTransport& t_;
+  const std::vector<CollHeader>& headers_;
+};
+
+// Direct's interface over regions: a peer's buffer is an address here, so a step is one kernel
+// that reads it where it lies.
+class DevicePeerMemory {
+ public:
+  static constexpr bool kMapped = true;
+
+  DevicePeerMemory(DeviceTransport& t, const std::vector<CollHeader>& headers)
+      : t_(t), headers_(headers) {}
+
+  const char* input(int peer, size_t offset) const {
+    const CollHeader& h = headers_[peer];
+    return t_.peerAddress(peer, h.inRegion, h.addr + offset);
+  }
+  void readInput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+    t_.copy(dst, input(peer, offset), bytes);
+  }
+  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+    const CollHeader& h = headers_[peer];
+    t_.copy(dst, t_.peerAddress(peer, h.outRegion, h.outAddr + offset), bytes);
+  }
+  void copyToOutput(void* dst, const void* src, size_t bytes, bool) { t_.copy(dst, src, bytes); }
+  static bool streams(size_t) { return false; }
+  // as a chain of two-input reductions (the ring's bits): the sources in order, rounding after
+  // every op
+  void reduceInOrder(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
+                     void* out, size_t count, int divisor) {
+    ReduceCopyArgs args;
+    for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
+    args.numSrcs = numInputs;
+    args.dsts[0] = out;
+    args.numDsts = 1;
+    args.count = count;
+    args.divisor = divisor;
+    args.roundEach = true;
+    t_.run(dtype, op, args);
+  }
+  void signal(DirectStage stage) { t_.control().signal(counter(stage)); }
+  void waitAll(DirectStage stage) {
+    t_.control().waitAll(counter(stage), stage == DirectStage::kReduced ? " to finish its chunk"
+                                                                        : " to finish reading");
+  }
+  // reduceOwnChunk's host path only (kMapped takes the other): never called here
+  char* scratch(int) { return nullptr; }
+  void reduce2(DType, ReduceOp, const void*, const void*, void*, size_t, int) {}
+
+ private:
+  static Counter RankControl::*counter(DirectStage stage) {
+    return stage == DirectStage::kReduced ? &RankControl::reduced : &RankControl::done;
+  }
   DeviceTransport& t_;
   const std::vector<CollHeader>& headers_;
 };

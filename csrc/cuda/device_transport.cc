@@ -54,13 +54,60 @@ void DeviceTransport::validate(const Task& task) const {
                                 " bytes exceeds its device slot of " +
                                 std::to_string(config_.oneShotBytes));
   }
-  if (task.algo == Algo::kDirect || task.algo == Algo::kAuto) {
-    throw std::invalid_argument("the device transport runs one_shot and ring only");
+  if (task.algo == Algo::kAuto) {
+    throw std::invalid_argument("the device transport takes one_shot, ring or direct");
+  }
+  if (task.algo == Algo::kDirect) {  // the peers read what this rank publishes in its regions
+    const bool readsIn = task.coll != Coll::kBroadcast || task.root == rank();
+    const bool readsOut = task.coll == Coll::kAllReduce;
+    const size_t outBytes = task.total * dtypeSize(task.dtype);
+    const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
+    if ((readsIn && bytes && !regionOf(published, bytes)) ||
+        (readsOut && outBytes && !regionOf(task.out, outBytes))) {
+      throw std::invalid_argument("dpcore: algo 'direct' on CUDA arrays reads the peers' "
+                                  "buffers, so they must come from "
+                                  "comm.alloc(..., device=\"cuda\")");
+    }
   }
 }
 
 void DeviceTransport::annotate(const Task& task, CollHeader& header) const {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
   header.align = packOffsetFor(task);
+  header.addr = reinterpret_cast<uint64_t>(published);
+  header.outAddr = reinterpret_cast<uint64_t>(task.out);
+  header.inRegion = regionOf(published, bytes);
+  header.outRegion = task.coll == Coll::kAllReduce ? regionOf(task.out, bytes) : 0;
+}
+
+void DeviceTransport::mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
+                                const std::vector<uint64_t>& bases) {
+  Region region{bytes, std::vector<char*>(size()), bases};
+  for (int r = 0; r < size(); ++r) {
+    region.mapped[r] = r == rank() ? reinterpret_cast<char*>(bases[r])
+                                   : static_cast<char*>(device_->openShared(handles[r], bytes));
+  }
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  regions_[id] = std::move(region);
+}
+
+uint32_t DeviceTransport::regionOf(const void* p, size_t bytes) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  for (const auto& [id, region] : regions_) {
+    const uintptr_t base = region.bases[rank()];
+    if (at >= base && at + bytes <= base + region.bytes) return id;
+  }
+  return 0;
+}
+
+const char* DeviceTransport::peerAddress(int peer, uint32_t id, uint64_t addr) const {
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  const auto it = regions_.find(id);
+  if (it == regions_.end()) call_->fail("rank " + std::to_string(name(peer)) +
+                                        "'s buffer is in a region this rank has not mapped");
+  return it->second.mapped[peer] + (addr - it->second.bases[peer]);
 }
 
 void DeviceTransport::begin(const CallContext& call) {
@@ -89,6 +136,10 @@ DevicePrims DeviceTransport::prims(const RingCall& ring, const std::vector<CollH
 
 DevicePayloads DeviceTransport::payloads(const Task&, const std::vector<CollHeader>& headers) {
   return DevicePayloads(*this, headers);
+}
+
+DevicePeerMemory DeviceTransport::peerMemory(const std::vector<CollHeader>& headers) {
+  return DevicePeerMemory(*this, headers);
 }
 
 void DeviceTransport::copyAlone(void* out, const void* in, size_t bytes) { copy(out, in, bytes); }

@@ -12,10 +12,15 @@
 //
 // Device memory per rank, one allocation: its FIFO (fifoSlots slots of slotBytes, filled by the
 // previous rank's kernels) and two one-shot slots (the call's parity), 16 bytes of headroom each
-// so data can sit at its user buffer's offset modulo 16 and move in 16-byte packs.
+// so data can sit at its user buffer's offset modulo 16 and move in 16-byte packs. And regions:
+// comm.alloc(device="cuda") buffers, one per rank, that every peer maps once; direct reads
+// the peers' data straight out of them, one kernel per step.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +32,7 @@ namespace dpcore {
 
 class DevicePrims;
 class DevicePayloads;
+class DevicePeerMemory;
 
 struct DeviceConfig {
   int fifoSlots;
@@ -36,7 +42,7 @@ struct DeviceConfig {
 
 class DeviceTransport {
  public:
-  static constexpr bool kPeerMemory = false;  // direct: not on the device yet
+  static constexpr bool kPeerMemory = true;  // direct, over regions
   static constexpr size_t kHeadroom = 16;
 
   // controlName: the shared-memory segment of the host side (create: local rank 0 makes it).
@@ -48,6 +54,15 @@ class DeviceTransport {
   const IpcHandle& handle() const { return handle_; }
   void mapPeers(const std::vector<IpcHandle>& handles);
   Device& device() { return *device_; }
+
+  // Regions (comm.alloc(device="cuda")), collectively: each rank allocates its buffer, then
+  // every rank maps every peer's under one id (bases: each buffer's address in its own rank).
+  void* allocRegion(size_t bytes, IpcHandle* handle) { return device_->allocShared(bytes, handle); }
+  void mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
+                 const std::vector<uint64_t>& bases);
+  uint32_t regionOf(const void* p, size_t bytes) const;  // 0: in none
+  // Where peer's address `addr` in its region `id` is mapped here.
+  const char* peerAddress(int peer, uint32_t id, uint64_t addr) const;
 
   int rank() const { return control_.rank(); }
   int size() const { return control_.size(); }
@@ -61,6 +76,7 @@ class DeviceTransport {
   size_t segmentBytes() const { return config_.slotBytes; }
   DevicePrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   DevicePayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
+  DevicePeerMemory peerMemory(const std::vector<CollHeader>& headers);
   void copyAlone(void* out, const void* in, size_t bytes);
   void abort(const std::string& message) { control_.abort(message); }
   void leave(const std::string& why) { control_.leave(why); }
@@ -84,6 +100,13 @@ class DeviceTransport {
   ShmTransport control_;
   IpcHandle handle_;
   std::vector<char*> peers_;  // every rank's allocation, as mapped here (ours: our own)
+  struct Region {
+    size_t bytes;
+    std::vector<char*> mapped;    // every rank's buffer, as mapped here
+    std::vector<uint64_t> bases;  // ... and in its own process
+  };
+  mutable std::mutex regionsMutex_;  // Python adds regions while queued calls may read them
+  std::map<uint32_t, Region> regions_;
   const CallContext* call_ = nullptr;
 };
 

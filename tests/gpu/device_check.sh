@@ -6,7 +6,7 @@
 #   2. the collectives on CuPy arrays at 1, 2 and 4 ranks on the GPUs present (several ranks
 #      share a GPU where there are fewer): the same script and vectors CI runs on the CPU
 #      emulation, against NumPy exactly and bit for bit against the host path; once with 64 KiB
-#      ring slots, so large calls take many rounds;
+#      ring slots, so large calls take many rounds; direct on comm.alloc(device="cuda") buffers;
 #   3. compute-sanitizer (memcheck, synccheck) on a 2-rank run;
 #   4. the trainer's equivalence (one process against 2 ranks, every ZeRO stage) on CuPy;
 #   5. the bench with the copy floor beside every row (NCCL too where a GPU per rank), and the
@@ -37,6 +37,7 @@ for n in 1 2 4; do
   step "collectives-$n" 180 mpiexec -n "$n" env DEVICE=cupy python3 -m mpi4py \
     $scripts/device_collectives.py $([ "$n" = 2 ] && echo all || echo few)
 done
+step direct-2 120 mpiexec -n 2 env DEVICE=cupy python3 -m mpi4py $scripts/device_direct.py
 step collectives-2-small-slots 120 mpiexec -n 2 env DEVICE=cupy DPCORE_SLOT_BYTES=65536 \
   python3 -m mpi4py $scripts/device_collectives.py few
 for tool in memcheck synccheck; do

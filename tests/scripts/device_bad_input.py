@@ -31,8 +31,8 @@ def mistakes(r):
         return
     refused(lambda: comm.all_reduce(x, out=np.empty(12, np.float32)), TypeError,
             "on the device", "host out for a device x")
-    refused(lambda: comm.all_reduce(x, algo="direct"), ValueError, "does not run on CUDA",
-            "direct on the device")
+    refused(lambda: comm.all_reduce(x, algo="direct"), ValueError, "comm.alloc",
+            "direct on an ordinary device buffer")
     refused(lambda: comm.all_reduce(x, out=emulated.empty(12, np.int32)), TypeError, "dtype",
             "out of another dtype")
     refused(lambda: comm.all_reduce(x, out=emulated.empty(11, np.float32)), ValueError, "shape",

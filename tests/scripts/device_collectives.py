@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import Checker, make_input, ops_for, reference, say
+from checks import BFLOAT16, Checker, make_input, ops_for, reference, say
 
 few, small = "few" in sys.argv[1:], "small" in sys.argv[1:]
 if os.environ.get("DEVICE") == "cupy":
@@ -35,6 +35,9 @@ DTYPES = [np.dtype(t) for t in ("float16", "float32", "float64", "int8", "uint8"
                                  "int64")]
 FEW = [(np.dtype("float16"), "sum"), (np.dtype("float16"), "avg"), (np.dtype("float32"), "prod"),
        (np.dtype("float64"), "max"), (np.dtype("int8"), "sum"), (np.dtype("int64"), "min")]
+if os.environ.get("DEVICE") != "cupy" and BFLOAT16 is not None:  # CuPy has no bfloat16
+    DTYPES.append(BFLOAT16)
+    FEW += [(BFLOAT16, "sum"), (BFLOAT16, "avg")]
 CASES = FEW if few else [(d, op) for d in DTYPES for op in ops_for(d)]
 
 comm = dpcore.init()
