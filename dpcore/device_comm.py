@@ -6,7 +6,6 @@ it returns once its kernels have ended, and an async call's Work.wait() returns 
 result may be used on any stream."""
 import numpy as np
 
-from .arrays import check_contiguous
 from .device_arrays import device_index, device_view, empty_like, stream_of
 from .dtypes import ALGORITHMS, ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, dtype_code
 from .sharding import shard_range
@@ -98,7 +97,8 @@ class DeviceCollectives:
 
     def _check_input(self, v, what):
         if not v.contiguous:
-            check_contiguous(np.empty((2, 2))[:, :1], what)  # raises the host path's message
+            raise ValueError(f"dpcore: {what} must be C-contiguous (copy it first, as with "
+                             f"cupy.ascontiguousarray)")
         if v.ptr % v.dtype.itemsize:
             raise ValueError(f"dpcore: {what} is not aligned to its {v.dtype.itemsize}-byte "
                              f"elements on the device")

@@ -144,6 +144,18 @@ def settings(config, timeout):
 
 # -- a peer dies while the others are in an all_reduce, over MPI -----------------------------
 
+def survivors_name_rank_1(config, fault, when, tmp_path):
+    """peer_dies.py: every survivor's CommError names rank 1 within BOUND s, and nothing of the
+    job stays in /dev/shm."""
+    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
+                               env=settings(config, 60))
+    survivors = [r for r in range(config.ranks) if r != 1]
+    problems = check_survivors(output, survivors, 1, BOUND)
+    if leftovers:
+        problems.append(f"left in /dev/shm: {leftovers}")
+    assert not problems, "\n".join(problems) + f"\noutput:\n{output}"
+
+
 OVER_MPI = {k: BETWEEN_NODES[k] for k in ("mpi-2", "mpi-3", "nodes-of-2-x2", "nodes-of-1-x2")}
 DEATHS = [("kill", "waiting"), ("kill", "during"), ("raise", "waiting"), ("exit", "waiting"),
           ("close", "waiting")]
@@ -157,13 +169,7 @@ def test_dead_peer_over_mpi_is_named_within_seconds(config, fault, when, tmp_pat
     all_reduces are in flight ('during'). With DPCORE_TIMEOUT=60 every survivor must raise a
     CommError 'dpcore all_reduce #N on rank R: ...' naming rank 1 (and no other rank) within 5 s
     of the death: MPICH never reports a dead process, so dpcore must notice it itself."""
-    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
-                               env=settings(config, 60))
-    survivors = [r for r in range(config.ranks) if r != 1]
-    problems = check_survivors(output, survivors, 1, BOUND)
-    if leftovers:
-        problems.append(f"left in /dev/shm: {leftovers}")
-    assert not problems, "\n".join(problems) + f"\noutput:\n{output}"
+    survivors_name_rank_1(config, fault, when, tmp_path)
 
 
 # -- a peer dies while the others are in an all_reduce on CUDA arrays ------------------------
@@ -178,13 +184,7 @@ def test_dead_peer_on_the_device_is_named_within_seconds(config, fault, when, tm
     """The same deaths on the device transport (its CPU emulation): its host side waits as the
     shared-memory transport does, so the survivors' CommError names rank 1 within 5 s too, and
     nothing stays in /dev/shm, the emulated device's segments included."""
-    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
-                               env=settings(config, 60))
-    survivors = [r for r in range(config.ranks) if r != 1]
-    problems = check_survivors(output, survivors, 1, BOUND)
-    if leftovers:
-        problems.append(f"left in /dev/shm: {leftovers}")
-    assert not problems, "\n".join(problems) + f"\noutput:\n{output}"
+    survivors_name_rank_1(config, fault, when, tmp_path)
 
 
 # -- a rank is killed in init or alloc --------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/task.h"
 #include "dpcore/types.h"
 
 namespace dpcore {
@@ -30,6 +31,16 @@ constexpr long long kRingMinSlots = 2;
 
 // `slots` once checked: at least kRingMinSlots, each a whole number of the largest elements, so
 // that a segment holds at least one element of every dtype.
+// A one-shot call publishes its whole input: it must fit the slot (bad input, refused before
+// anything is sent).
+inline void checkOneShotFits(const Task& task, size_t slotBytes) {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  if (task.algo == Algo::kOneShot && bytes > slotBytes) {
+    throw std::invalid_argument("one_shot payload of " + std::to_string(bytes) +
+                                " bytes exceeds its slot of " + std::to_string(slotBytes));
+  }
+}
+
 inline size_t checkRingSlots(long long slots, size_t slotBytes) {
   if (slots < kRingMinSlots) {
     throw std::invalid_argument("dpcore: the ring needs at least " +

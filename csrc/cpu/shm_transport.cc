@@ -82,12 +82,7 @@ bool ShmTransport::canReadPeers() {
 }
 
 void ShmTransport::validate(const Task& task) const {
-  const size_t bytes = task.count * dtypeSize(task.dtype);
-  if (task.algo == Algo::kOneShot && bytes > config_.oneShotBytes) {
-    throw std::invalid_argument("one_shot payload of " + std::to_string(bytes) +
-                                " bytes exceeds its slot of " +
-                                std::to_string(config_.oneShotBytes));
-  }
+  checkOneShotFits(task, config_.oneShotBytes);
 }
 
 void ShmTransport::annotate(const Task& task, CollHeader& header) const {

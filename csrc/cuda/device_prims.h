@@ -107,14 +107,7 @@ class DevicePayloads {
   // all inputs in one kernel, rounding once at the end, as cpu/reduce.h's reduceMany
   void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
                   size_t count, int divisor) {
-    ReduceCopyArgs args;
-    for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
-    args.numSrcs = numInputs;
-    args.dsts[0] = out;
-    args.numDsts = 1;
-    args.count = count;
-    args.divisor = divisor;
-    t_.run(dtype, op, args);
+    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, false);
   }
   void copy(void* dst, const void* src, size_t bytes) { t_.copy(dst, src, bytes); }
 
@@ -149,15 +142,7 @@ class DevicePeerMemory {
   // every op
   void reduceInOrder(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
                      void* out, size_t count, int divisor) {
-    ReduceCopyArgs args;
-    for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
-    args.numSrcs = numInputs;
-    args.dsts[0] = out;
-    args.numDsts = 1;
-    args.count = count;
-    args.divisor = divisor;
-    args.roundEach = true;
-    t_.run(dtype, op, args);
+    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, true);
   }
   void signal(DirectStage stage) { t_.control().signal(counter(stage)); }
   void waitAll(DirectStage stage) {

@@ -48,12 +48,8 @@ void DeviceTransport::mapPeers(const std::vector<IpcHandle>& handles) {
 }
 
 void DeviceTransport::validate(const Task& task) const {
+  checkOneShotFits(task, config_.oneShotBytes);
   const size_t bytes = task.count * dtypeSize(task.dtype);
-  if (task.algo == Algo::kOneShot && bytes > config_.oneShotBytes) {
-    throw std::invalid_argument("one_shot payload of " + std::to_string(bytes) +
-                                " bytes exceeds its device slot of " +
-                                std::to_string(config_.oneShotBytes));
-  }
   if (task.algo == Algo::kAuto) {
     throw std::invalid_argument("the device transport takes one_shot, ring or direct");
   }
@@ -150,6 +146,19 @@ char* DeviceTransport::fifoSlot(int r, uint64_t index) const {
 
 char* DeviceTransport::oneShotSlot(int r) const {
   return peers_[r] + config_.fifoSlots * slotStride() + (call_->seq % 2) * oneShotStride();
+}
+
+void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
+                             void* out, size_t count, int divisor, bool roundEach) {
+  ReduceCopyArgs args;
+  for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
+  args.numSrcs = numInputs;
+  args.dsts[0] = out;
+  args.numDsts = 1;
+  args.count = count;
+  args.divisor = divisor;
+  args.roundEach = roundEach;
+  run(dtype, op, args);
 }
 
 void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {

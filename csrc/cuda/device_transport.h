@@ -88,6 +88,9 @@ class DeviceTransport {
   char* oneShotSlot(int r) const;               // rank r's one-shot slot of this call's parity
   // Launches reduceCopy and waits, watching the peers and the deadline, until it has ended.
   void run(DType dtype, ReduceOp op, const ReduceCopyArgs& args);
+  // out = inputs reduced in order, rounding after every op (roundEach) or once; or a copy
+  void reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
+              size_t count, int divisor, bool roundEach);
   void copy(void* dst, const void* src, size_t bytes);
 
  private:
