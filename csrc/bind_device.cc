@@ -97,7 +97,8 @@ void bindDevice(py::module_& m) {
               py::gil_scoped_release release;
               p = b.engine().transport().allocRegion(bytes, &h);
             }
-            return py::make_tuple(reinterpret_cast<uintptr_t>(p), py::bytes(h.bytes, sizeof(h.bytes)));
+            return py::make_tuple(reinterpret_cast<uintptr_t>(p),
+                                  py::bytes(h.bytes, sizeof(h.bytes)));
           })
       .def("map_region", [](DeviceBackend& b, uint32_t id, size_t bytes,
                             const std::vector<py::bytes>& handles, std::vector<uint64_t> bases) {

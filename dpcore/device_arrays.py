@@ -10,12 +10,15 @@ _KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13
 
 
 class DeviceArray:
-    """The memory of one CUDA array: data pointer, dtype, shape, and the array itself."""
+    """The memory of one CUDA array: data pointer, dtype, shape, the array that exposes them
+    (array) and the caller's own (user: the same, or what CuPy took through DLPack)."""
 
-    __slots__ = ("array", "ptr", "dtype", "shape", "size", "nbytes", "readonly", "contiguous")
+    __slots__ = ("array", "user", "ptr", "dtype", "shape", "size", "nbytes", "readonly",
+                 "contiguous")
 
-    def __init__(self, array, interface):
+    def __init__(self, array, interface, user=None):
         self.array = array
+        self.user = array if user is None else user
         self.ptr, self.readonly = interface["data"]
         self.shape = tuple(interface["shape"])
         # the array's own NumPy dtype where it has one: the interface spells bfloat16 "<V2"
@@ -50,9 +53,8 @@ def device_view(x, what="x"):
         device = getattr(x, "__dlpack_device__", None)
         if device is None or device()[0] not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
             return None
-        cupy = _cupy(what)
-        x = cupy.from_dlpack(x)  # a CuPy view, no copy
-        interface = x.__cuda_array_interface__
+        view = _cupy(what).from_dlpack(x)  # a CuPy view, no copy
+        return DeviceArray(view, view.__cuda_array_interface__, x)
     return DeviceArray(x, interface)
 
 

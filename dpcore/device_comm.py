@@ -1,9 +1,10 @@
 """The Communicator's collectives on CUDA arrays: the same calls, checks and results as on host
 arrays, run by the device transport (dpcore.transports.device, csrc/cuda/). Algorithms: one_shot
 for calls up to one_shot_bytes per rank (auto's pick there), the ring (auto's past it), and
-direct, asked for, on buffers from comm.alloc(..., device="cuda"), which the peers have mapped. Each call follows the work queued on the caller's current stream before it;
-it returns once its kernels have ended, and an async call's Work.wait() returns then too, so the
-result may be used on any stream."""
+direct, asked for, on buffers from comm.alloc(..., device="cuda"), which the peers have mapped.
+Each call follows the work queued on the caller's current stream before it; it returns once its
+kernels have ended, and an async call's Work.wait() returns then too, so the result may be used
+on any stream."""
 import numpy as np
 
 from .device_arrays import device_index, device_view, empty_like, stream_of
@@ -60,7 +61,7 @@ class DeviceCollectives:
             self._algo(algo, 0)  # raises before the shard sizes travel
         if out is None:
             self._comm._reap()
-            total = sum(self._checked().exchange_counts(dtype, s.size))
+            total = sum(self._checked(s).exchange_counts(dtype, s.size))
             result = empty_like(s, (total,))
             out_v = device_view(result, "out")
         else:
@@ -77,7 +78,7 @@ class DeviceCollectives:
         if x.readonly:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
         return self._launch(BROADCAST, dtype, 0, root, self._algo(algo, x.nbytes), x, x,
-                            x.size, x.size, x.array, async_op)
+                            x.size, x.size, x.user, async_op)
 
     # -- plumbing ----------------------------------------------------------------------------
 

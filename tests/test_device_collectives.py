@@ -2,8 +2,9 @@
 device transport (csrc/cuda/device_transport.h) on the CPU emulation of the device, whose kernels
 are the very bodies nvcc compiles (test_device_kernels.py checks those alone). Every collective
 and algorithm against NumPy exactly and bit for bit against the host path, at 1-4 ranks, with
-ring segments from 64 KiB down to 64 bytes; direct on comm.alloc(device="cuda") buffers; bad input; and the ring's schedule, which must be
-the one tests/test_ring_schedule.py checks on the CPU. Deaths on the device transport are in
+ring segments from 64 KiB down to 64 bytes; direct on comm.alloc(device="cuda") buffers; bad
+input; and the ring's schedule, which must be the one tests/test_ring_schedule.py checks on the
+CPU. Deaths on the device transport are in
 test_peer_faults.py. tests/gpu/device_check.sh runs the same script on a GPU (DEVICE=cupy)."""
 import json
 

@@ -28,7 +28,9 @@ class ThreadGrid {
 
   ThreadGrid(unsigned blocks, unsigned threads)
       : blocks_(blocks), threads_(threads), finished_(blocks * threads) {
-    for (unsigned b = 0; b < blocks; ++b) barriers_.push_back(std::make_unique<BlockBarrier>(threads));
+    for (unsigned b = 0; b < blocks; ++b) {
+      barriers_.push_back(std::make_unique<BlockBarrier>(threads));
+    }
     for (unsigned b = 0; b < blocks; ++b) {
       for (unsigned t = 0; t < threads; ++t) {
         pool_.emplace_back([this, me = KernelThread{t, threads, b, blocks, barriers_[b].get()}] {
