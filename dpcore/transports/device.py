@@ -15,6 +15,13 @@ def connect(boot, node, settings, timeout, device):
                          "buffers are mapped through CUDA IPC); between hosts, copy to host "
                          "arrays")
     emulated = settings.cuda_emulation
+    if not emulated:  # every rank runs the same build on the same kind of host: all raise
+        info = _C.build_info()
+        if not info["cuda_available"]:
+            raise RuntimeError("dpcore: CUDA arrays need " + (
+                "a GPU, and CUDA finds none here" if info["cuda"] else
+                "a build with CUDA, and nvcc was not found when dpcore was built (reinstall "
+                "it where nvcc is on PATH)"))
     config = None
     if node.rank == 0:  # every rank cuts segments alike: local rank 0's sizes
         config = (fresh_name()[0], *ring_slots(settings, "emulated" if emulated else "cuda"),
