@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from mpi_helpers import rank_lines, run_ok
+import dpcore
+from mpi_helpers import rank_lines, run_ok, run_python
 
 pytestmark = pytest.mark.mpi
 
@@ -52,3 +53,15 @@ def test_the_device_ring_runs_the_cpu_rings_schedule():
         segment = (64 << 10) // 4  # the emulation's slot, in float32 elements
         expected = [v for v, _, _ in _C.ring_trace("all_reduce", 3001, rank, 3, segment, 0, [])]
         assert json.loads(verbs) == expected, rank
+
+
+def test_cuda_arrays_where_cuda_cannot_run_say_why():
+    """Without the emulation, on a machine with no GPU (CI) or a build without CUDA, a call on
+    CUDA arrays raises one line that says which."""
+    if dpcore.build_info()["cuda_available"]:
+        pytest.skip("this machine has a GPU")
+    code = ("import numpy as np, dpcore\nfrom dpcore import emulated\n"
+            "with dpcore.init() as comm:\n    comm.all_reduce(emulated.asarray(np.ones(3)))")
+    status, output = run_python(["-c", code], check=False, env={"DPCORE_CUDA_EMULATION": None})
+    assert status != 0
+    assert "RuntimeError: dpcore: CUDA arrays need a " in output, output
