@@ -82,6 +82,9 @@ def empty_like(view, shape, dtype=None):
     if library is not None and library.__name__ == "cupy":
         with array.device:
             return library.empty(shape, dtype)
+    namespace = getattr(array, "__array_namespace__", None)  # the Array API's way
+    if namespace is not None:
+        return namespace().empty(shape, dtype=dtype)
     raise TypeError(f"dpcore: cannot make a {type(array).__name__} for the result; pass out=")
 
 
@@ -101,9 +104,8 @@ def stream_of(view):
 
 def device_index(view):
     """The CUDA device the array lives on."""
-    array = view.array
-    device = getattr(array, "device", None)
-    index = getattr(device, "id", None)  # CuPy
-    if index is None:
-        index = getattr(device, "index", None)  # torch
-    return int(index or 0)
+    device = getattr(view.array, "device", None)
+    for index in (getattr(device, "id", None), getattr(device, "index", None)):  # CuPy, torch
+        if isinstance(index, int):
+            return index
+    return 0  # one device (the emulation), or a library that does not say

@@ -12,6 +12,7 @@ Python scalars mix freely, reductions return 0-d arrays, and a view's .base is t
 owns the memory. Collectives see these arrays through DLPack as CPU arrays (arrays.py), so no
 test helper converts them: the communicator is the one place that reads their memory as NumPy.
 """
+import os
 import sys
 import types
 import weakref
@@ -96,6 +97,15 @@ class ndarray:  # noqa: N801  (named as cupy.ndarray)
 
     def __dlpack__(self, **kwargs):
         return self._a.__dlpack__(**kwargs)
+
+    @property
+    def __cuda_array_interface__(self):
+        """Under DPCORE_CUDA_EMULATION=1 host memory passes for device memory: the collectives
+        then take these arrays through the device transport (its CPU emulation), as they take
+        CuPy's on a GPU. Elsewhere there is none, and they go as CPU arrays (DLPack)."""
+        if os.environ.get("DPCORE_CUDA_EMULATION") != "1":
+            raise AttributeError("__cuda_array_interface__")
+        return self._a.__array_interface__
 
     def __dlpack_device__(self):
         return self._a.__dlpack_device__()

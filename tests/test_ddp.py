@@ -30,6 +30,15 @@ def test_k_ranks_equal_one_process(module, k):
 
 
 @pytest.mark.mpi
+def test_k_ranks_equal_one_process_through_the_device_transport():
+    """strict_xp arrays under DPCORE_CUDA_EMULATION=1 pass for CUDA arrays: DataParallel's
+    buckets then go through the device transport (its CPU emulation), as CuPy's on a GPU."""
+    _, out = run_script("ddp_equiv.py", 2, "strict",
+                        env={**ONE_THREAD, "DPCORE_CUDA_EMULATION": "1"})
+    assert out.count("OK ") == 5, out
+
+
+@pytest.mark.mpi
 def test_train_command_same_curve_for_any_rank_count():
     curves = {}
     for k in (1, 2):

@@ -25,6 +25,13 @@ def test_stages_train_like_stage_0_and_ledger_matches_paper(module, k):
 
 
 @pytest.mark.mpi
+def test_stages_through_the_device_transport():
+    # strict_xp arrays pass for CUDA arrays under the emulation: every stage's reduce-scatter,
+    # all-gather (in place) and all-reduce run on the device transport, as CuPy's on a GPU
+    run_ok("zero_equiv.py", 2, "strict", env={**ONE_THREAD, "DPCORE_CUDA_EMULATION": "1"})
+
+
+@pytest.mark.mpi
 def test_stages_on_the_between_node_path():
     # 2 virtual nodes of 2: the hierarchical all-reduce (stage 0) and dpcore's ring over MPI
     # point-to-point, whose reduce-scatter and all-gather ZeRO runs in place, as in shm
