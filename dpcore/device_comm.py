@@ -9,6 +9,7 @@ import numpy as np
 
 from .device_arrays import device_index, device_view, empty_like, stream_of
 from .dtypes import ALGORITHMS, ALL_GATHER, ALL_REDUCE, BROADCAST, REDUCE_SCATTER, dtype_code
+from .shared_memory import agreed_request
 from .sharding import shard_range
 from .transports import device as device_transport
 from .work import Work
@@ -135,15 +136,13 @@ class DeviceCollectives:
         """comm.alloc(..., device="cuda"): this rank's zero-filled buffer of a region that every
         peer maps (CUDA IPC), in which direct reads the peers' data. Collective, as the host
         alloc; the array keeps the device side's memory alive."""
-        dtype = np.dtype(dtype)
-        shape = (shape,) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        region, node = self._regions + 1, self._comm._node
+        shape, dtype, nbytes = agreed_request(node, shape, dtype, "cuda alloc")
         emulated = self._comm.settings.cuda_emulation
         cupy = None if emulated else _cupy_for_alloc()
         backend = self._checked(device=0 if emulated else cupy.cuda.Device().id)
         size = max(nbytes, 16)  # every rank's region exists, even an empty one
-        self._regions += 1
-        region, node = self._regions, self._comm._node
+        self._regions = region
         address, handle = backend.alloc_region(size)
         everyone = node.allgather((address, handle), f"cuda alloc: exchange region {region}")
         node.on_every_rank(lambda: backend.map_region(region, size, [h for _, h in everyone],
@@ -164,7 +163,7 @@ class DeviceCollectives:
             if device is None:
                 device = device_index(view) if view is not None else 0
             self._backend = device_transport.connect(comm._boot, comm._node, comm.settings,
-                                                comm.timeout, device)
+                                                     comm.timeout, device)
             self._device = device
         return self._backend
 

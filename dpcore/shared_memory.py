@@ -59,17 +59,25 @@ def map_everywhere(node, name, attach):
             made.unlink()
 
 
-def alloc(comm, shape, dtype):
-    """Communicator.alloc: a zero-filled array per rank, in a segment of its own that every
-    peer of the node maps too (_C.SharedBuffer)."""
+def agreed_request(node, shape, dtype, what="alloc"):
+    """(shape, dtype, bytes) of an alloc call, once every rank of `node` asked for as many
+    bytes of the same dtype (a peer maps each rank's buffer at its own size); ValueError on
+    every rank otherwise."""
     dtype = np.dtype(dtype)
     shape = (shape,) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    node = comm._node
-    asked = node.allgather((nbytes, dtype.str), "alloc: compare the sizes")
+    asked = node.allgather((nbytes, dtype.str), f"{what}: compare the sizes")
     if len(set(asked)) != 1:
-        raise ValueError(f"dpcore alloc: every rank must ask for the same buffer; ranks asked "
+        raise ValueError(f"dpcore {what}: every rank must ask for the same buffer; ranks asked "
                          f"for {sorted(set(asked))} (bytes, dtype)")
+    return shape, dtype, nbytes
+
+
+def alloc(comm, shape, dtype):
+    """Communicator.alloc: a zero-filled array per rank, in a segment of its own that every
+    peer of the node maps too (_C.SharedBuffer)."""
+    node = comm._node
+    shape, dtype, nbytes = agreed_request(node, shape, dtype)
     if comm.transport != "shm" or comm.local_size == 1 or nbytes == 0:
         return np.zeros(shape, dtype)  # nothing to share: ordinary memory serves as well
     mine, k = fresh_name()

@@ -30,9 +30,12 @@ rank, size = comm.rank, comm.size
 check = Checker(rank)
 
 
-def on_device(a):
-    """A comm.alloc(device="cuda") buffer holding a copy of a."""
-    buffer = comm.alloc(a.shape, a.dtype, device="cuda")
+def on_device(a, length=None):
+    """A comm.alloc(device="cuda") buffer holding a copy of 1-D a; with length (the same on
+    every rank, as alloc needs), a's part of a buffer that long."""
+    buffer = comm.alloc(a.shape if length is None else length, a.dtype, device="cuda")
+    if length is not None:
+        buffer = buffer[:a.size]
     buffer.set(a)
     return buffer
 
@@ -56,12 +59,18 @@ for dtype, op in [(np.dtype("float16"), "sum"), (np.dtype("float16"), "avg"),
         x = on_device(everyone[rank])
         s = comm.reduce_scatter(x, op=op, algo="direct")
         check.equal(to_host(s), want[lo:hi], f"reduce_scatter {label}")
-        shard = on_device(want[lo:hi])
+        shard = on_device(want[lo:hi], -(-count // size))  # shards differ by one at most
         g = comm.all_gather(shard, algo="direct")
         check.equal(to_host(g), want, f"all_gather {label}")
         b = on_device(everyone[rank])
         comm.broadcast(b, root=size - 1, algo="direct")
         check.equal(to_host(b), everyone[size - 1], f"broadcast {label}")
+
+try:  # every peer maps each rank's buffer at its own size: they must agree
+    comm.alloc(10 + rank, np.float32, device="cuda")
+    check.true(False, "buffers of different sizes did not raise")
+except ValueError as e:
+    check.true("every rank must ask for the same buffer" in str(e), f"the refusal: {e}")
 
 plain = xp.asarray(np.ones(10, np.float32))
 try:
