@@ -28,17 +28,9 @@ using HierarchicalBackend = Queued<Hierarchical>;
 
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
               const py::array& out, size_t count, size_t total) {
-  Task t;
-  t.coll = static_cast<Coll>(coll);
-  t.dtype = static_cast<DType>(dtype);
-  t.op = static_cast<ReduceOp>(op);
-  t.root = root;
-  t.algo = static_cast<Algo>(algo);
-  t.in = in.data();
-  t.out = const_cast<void*>(out.data());  // writability was checked in Python
-  t.count = count;
-  t.total = total;
-  return t;
+  // writability was checked in Python
+  return taskOf(coll, dtype, op, root, algo, in.data(), const_cast<void*>(out.data()), count,
+                total);
 }
 
 // (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/transports/mpi.py

@@ -36,18 +36,8 @@ std::unique_ptr<Device> deviceFor(bool emulated, int index) {
 
 Task deviceTask(int coll, int dtype, int op, int root, int algo, uintptr_t in, uintptr_t out,
                 size_t count, size_t total, uintptr_t stream) {
-  Task t;
-  t.coll = static_cast<Coll>(coll);
-  t.dtype = static_cast<DType>(dtype);
-  t.op = static_cast<ReduceOp>(op);
-  t.root = root;
-  t.algo = static_cast<Algo>(algo);
-  t.in = reinterpret_cast<const void*>(in);
-  t.out = reinterpret_cast<void*>(out);
-  t.count = count;
-  t.total = total;
-  t.stream = stream;
-  return t;
+  return taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
+                reinterpret_cast<void*>(out), count, total, stream);
 }
 
 IpcHandle handleOf(const py::bytes& b) {
@@ -87,8 +77,6 @@ void bindDevice(py::module_& m) {
             py::gil_scoped_release release;
             b.engine().transport().mapPeers(all);
           })
-      // the host segment's name (once every rank has mapped it), and the device slots' (once
-      // every rank has mapped every peer's)
       // comm.alloc(device="cuda"): (this rank's buffer, its handle), then map every rank's
       .def("alloc_region", [](DeviceBackend& b, size_t bytes) {
             IpcHandle h;
@@ -107,11 +95,13 @@ void bindDevice(py::module_& m) {
             py::gil_scoped_release release;
             b.engine().transport().mapRegion(id, bytes, all, bases);
           })
+      // the host segment's name (once every rank has mapped it), and the device slots' (once
+      // every rank has mapped every peer's)
       .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })
+      .def("unlink_slots", [](DeviceBackend& b) { b.engine().transport().device().unlinkShared(); })
       .def("peers_gone", [](DeviceBackend& b) {
             return b.engine().transport().control().peersGone();
           })
-      .def("unlink_slots", [](DeviceBackend& b) { b.engine().transport().device().unlinkShared(); })
       // The collective on device pointers, after the work queued on `stream`; blocking, or
       // queued (submit_device) like the CPU backends' calls.
       .def("run_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,

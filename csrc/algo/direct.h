@@ -44,30 +44,30 @@ constexpr size_t kDirectPieceBytes = 128 << 10;
 template <class Peers>
 void reduceOwnChunk(Peers& peers, const Task& task, int rank, int n, char* dst) {
   const size_t elem = dtypeSize(task.dtype);
+  const Range chunk = shardRange(task.count, n, rank);
+  auto in = static_cast<const char*>(task.in);
   if constexpr (Peers::kMapped) {  // every peer's input is addressable here: one pass
-    const Range chunk = shardRange(task.count, n, rank);
     const size_t at = chunk.start * elem;
     std::vector<const void*> inputs;
     for (int k = 1; k < n; ++k) inputs.push_back(peers.input((rank + k) % n, at));
-    inputs.push_back(static_cast<const char*>(task.in) + at);
+    inputs.push_back(in + at);
     peers.reduceInOrder(task.dtype, task.op, inputs.data(), n, dst, chunk.size(),
                         avgDivisor(task, n));
-    return;
-  }
-  const size_t pieceCount = kDirectPieceBytes / elem;
-  const Range chunk = shardRange(task.count, n, rank);
-  auto in = static_cast<const char*>(task.in);
-  char* acc = peers.scratch(0);
-  char* piece = peers.scratch(1);
-  for (size_t off = 0; off < chunk.size(); off += pieceCount) {
-    const size_t len = std::min(pieceCount, chunk.size() - off);
-    const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
-    peers.readInput((rank + 1) % n, at, acc, len * elem, false);
-    for (int k = 2; k < n; ++k) {
-      peers.readInput((rank + k) % n, at, piece, len * elem, false);
-      peers.reduce2(task.dtype, task.op, acc, piece, acc, len, 0);
+  } else {
+    const size_t pieceCount = kDirectPieceBytes / elem;
+    char* acc = peers.scratch(0);
+    char* piece = peers.scratch(1);
+    for (size_t off = 0; off < chunk.size(); off += pieceCount) {
+      const size_t len = std::min(pieceCount, chunk.size() - off);
+      const size_t at = (chunk.start + off) * elem;  // byte offset in every rank's input
+      peers.readInput((rank + 1) % n, at, acc, len * elem, false);
+      for (int k = 2; k < n; ++k) {
+        peers.readInput((rank + k) % n, at, piece, len * elem, false);
+        peers.reduce2(task.dtype, task.op, acc, piece, acc, len, 0);
+      }
+      peers.reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len,
+                    avgDivisor(task, n));
     }
-    peers.reduce2(task.dtype, task.op, acc, in + at, dst + off * elem, len, avgDivisor(task, n));
   }
 }
 

@@ -26,6 +26,23 @@ struct Task {
   uintptr_t stream = 0;
 };
 
+// A task from the bindings' codes and pointers (dpcore/comm.py has checked them).
+inline Task taskOf(int coll, int dtype, int op, int root, int algo, const void* in, void* out,
+                   size_t count, size_t total, uintptr_t stream = 0) {
+  Task t;
+  t.coll = static_cast<Coll>(coll);
+  t.dtype = static_cast<DType>(dtype);
+  t.op = static_cast<ReduceOp>(op);
+  t.root = root;
+  t.algo = static_cast<Algo>(algo);
+  t.in = in;
+  t.out = out;
+  t.count = count;
+  t.total = total;
+  t.stream = stream;
+  return t;
+}
+
 // What the last reduction of a chunk divides by (0: nothing), among n ranks.
 DP_HOST_DEVICE inline int avgDivisor(const Task& task, int n) {
   if (task.op != ReduceOp::kAvg) return 0;

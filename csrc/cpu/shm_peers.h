@@ -37,17 +37,11 @@ class ShmPeerMemory : public HostLoops {
     const CollHeader& h = headers_[peer];
     t_.readFrom(peer, h.outAddr + offset, h.outRegion, dst, bytes, stream);
   }
-  void signal(DirectStage stage) { t_.signal(counter(stage)); }
-  void waitAll(DirectStage stage) {
-    t_.waitAll(counter(stage), stage == DirectStage::kReduced ? " to finish its chunk"
-                                                              : " to finish reading");
-  }
+  void signal(DirectStage stage) { t_.signal(stage); }
+  void waitAll(DirectStage stage) { t_.waitAll(stage); }
   char* scratch(int i) { return t_.directScratch(i); }
 
  private:
-  static Counter RankControl::*counter(DirectStage stage) {
-    return stage == DirectStage::kReduced ? &RankControl::reduced : &RankControl::done;
-  }
   ShmTransport& t_;
   const std::vector<CollHeader>& headers_;
 };

@@ -287,6 +287,15 @@ void ShmTransport::signal(Counter RankControl::*stage) {
   notifyAll();
 }
 
+void ShmTransport::signal(DirectStage stage) {
+  signal(stage == DirectStage::kReduced ? &RankControl::reduced : &RankControl::done);
+}
+
+void ShmTransport::waitAll(DirectStage stage) {
+  if (stage == DirectStage::kReduced) waitAll(&RankControl::reduced, " to finish its chunk");
+  else waitAll(&RankControl::done, " to finish reading");
+}
+
 void ShmTransport::waitAll(Counter RankControl::*stage, const char* what) {
   const uint64_t seq = call_->seq;
   auto all = [&] {

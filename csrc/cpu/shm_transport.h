@@ -19,6 +19,7 @@
 
 namespace dpcore {
 
+enum class DirectStage;  // algo/direct.h
 class ShmPrims;
 class ShmPayloads;
 class ShmPeerMemory;
@@ -86,6 +87,9 @@ class ShmTransport {
   // Tells the peers this rank passed `stage` of this call / waits until every rank has.
   void signal(Counter RankControl::*stage);
   void waitAll(Counter RankControl::*stage, const char* what);
+  // The same for direct's stages (algo/direct.h), on the counters reduced and done.
+  void signal(DirectStage stage);
+  void waitAll(DirectStage stage);
   char* ringScratch();          // a slot's worth of local memory: the ring's partial sums
   char* directScratch(int i);   // direct's two cache-sized pieces (i = 0, 1)
 

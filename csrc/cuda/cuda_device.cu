@@ -38,6 +38,18 @@ unsigned gridFor(size_t count, size_t elemSize, int multiprocessors) {
   return static_cast<unsigned>(wanted < 1 ? 1 : wanted > most ? most : wanted);
 }
 
+// Queues reduceCopy on `stream`; returns the blocks it launched.
+unsigned launchReduceCopy(DType dtype, ReduceOp op, const ReduceCopyArgs& args,
+                          int multiprocessors, cudaStream_t stream) {
+  const unsigned blocks = gridFor(args.count, dtypeSize(dtype), multiprocessors);
+  dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+    reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0, stream>>>(
+        args);
+  });
+  check(cudaGetLastError(), "launch a kernel");
+  return blocks;
+}
+
 class CudaDevice : public Device {
  public:
   explicit CudaDevice(int device) : device_(device) {
@@ -102,13 +114,7 @@ class CudaDevice : public Device {
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
     check(cudaSetDevice(device_), "set device");
     args.done = doneDevice_;
-    const unsigned blocks = gridFor(args.count, dtypeSize(dtype), multiprocessors_);
-    dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
-      reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0, stream_>>>(
-          args);
-    });
-    check(cudaGetLastError(), "launch a kernel");
-    return launched_ += blocks;
+    return launched_ += launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
   }
 
   bool done(uint64_t ticket) override {
@@ -155,12 +161,7 @@ void cudaReduce2(DType dtype, ReduceOp op, const void* a, const void* b, void* o
   check(cudaGetDevice(&device), "get device");
   check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
         "count multiprocessors");
-  const unsigned blocks = gridFor(count, dtypeSize(dtype), multiprocessors);
-  dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
-    reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0,
-        static_cast<cudaStream_t>(streamPtr)>>>(args);
-  });
-  check(cudaGetLastError(), "launch the reduce kernel");
+  launchReduceCopy(dtype, op, args, multiprocessors, static_cast<cudaStream_t>(streamPtr));
 }
 
 }  // namespace dpcore

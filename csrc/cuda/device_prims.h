@@ -144,19 +144,10 @@ class DevicePeerMemory {
                      void* out, size_t count, int divisor) {
     t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, true);
   }
-  void signal(DirectStage stage) { t_.control().signal(counter(stage)); }
-  void waitAll(DirectStage stage) {
-    t_.control().waitAll(counter(stage), stage == DirectStage::kReduced ? " to finish its chunk"
-                                                                        : " to finish reading");
-  }
-  // reduceOwnChunk's host path only (kMapped takes the other): never called here
-  char* scratch(int) { return nullptr; }
-  void reduce2(DType, ReduceOp, const void*, const void*, void*, size_t, int) {}
+  void signal(DirectStage stage) { t_.control().signal(stage); }
+  void waitAll(DirectStage stage) { t_.control().waitAll(stage); }
 
  private:
-  static Counter RankControl::*counter(DirectStage stage) {
-    return stage == DirectStage::kReduced ? &RankControl::reduced : &RankControl::done;
-  }
   DeviceTransport& t_;
   const std::vector<CollHeader>& headers_;
 };

@@ -162,13 +162,7 @@ void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs
 }
 
 void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
-  ReduceCopyArgs args;
-  args.srcs[0] = src;
-  args.numSrcs = 1;
-  args.dsts[0] = dst;
-  args.numDsts = 1;
-  args.count = bytes;
-  run(DType::kUInt8, ReduceOp::kSum, args);  // bytes as they are
+  reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, dst, bytes, 0, false);  // bytes as they are
 }
 
 void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
