@@ -1,15 +1,20 @@
-"""dpcore: from-scratch collectives for data-parallel training (see docs/api.md)."""
+"""dpcore: from-scratch collectives for data-parallel training (see docs/api.md).
+
+The collectives load with the package; the trainer (Tensor, nn, optim, parallel) and the cost
+model load on first use."""
 from . import _C
-from .comm import Communicator, init
+from ._lazy import exports
+from .comm import Communicator, Work, init
 from .sharding import shard_range
-from .tensor import Tensor, no_grad
-from .work import Work
-from . import nn, optim, parallel  # noqa: E402  (they import Tensor from this package)
 
 __version__ = "0.1.0"
 
 CommError = _C.CommError
 CommError.__module__ = "dpcore"
+
+__getattr__ = exports(__name__, {
+    "Tensor": ".tensor:Tensor", "no_grad": ".tensor:no_grad",
+    "nn": ".nn", "optim": ".optim", "parallel": ".parallel"})
 
 
 def build_info():

@@ -134,7 +134,7 @@ class Tensor:
         .grad (data parallelism starts a bucket's all-reduce there)."""
         self._hooks.append(hook)
 
-    def _topo(self):
+    def topological_order(self):
         """Every tensor this one depends on (that wants a gradient), inputs before results.
         Iterative DFS: deep graphs would overflow Python's recursion limit."""
         order, seen, stack = [], set(), [(self, False)]
@@ -158,7 +158,7 @@ class Tensor:
         if not self.is_leaf and self._backward is None:
             raise RuntimeError("backward: the graph was freed by an earlier backward()")
         waiting = {}  # tensor id -> how many of its consumers have still to run
-        for t in self._topo():
+        for t in self.topological_order():
             for p in t._prev:
                 waiting[id(p)] = waiting.get(id(p), 0) + 1
         xp = array_module(self.data)
@@ -369,6 +369,17 @@ class Tensor:
 
     def numpy(self):
         return self.data if array_module(self.data) is np else self.data.get()
+
+    def before_backward(self, hook):
+        """This tensor through an identity node whose backward calls hook() before the gradient
+        flows on (ZeRO-3 gathers a module's parameters there); itself where no graph is made."""
+        if not (self.requires_grad and _grad_enabled):
+            return self
+
+        def backward(g):
+            hook()
+            self._accumulate(g)
+        return Tensor._result(self.data, (self,), backward)
 
     def detach(self):
         return Tensor(self.data)

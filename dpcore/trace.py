@@ -5,7 +5,7 @@ that data parallelism's overlap of communication with backward shows.
 
 Each communicator's backend records in C++ while tracing is on; at exit the ranks gather their
 events to rank 0, which writes the file: over MPI (COMM_WORLD), or, in a job without MPI, through
-the store of the first traced communicator (dpcore.store_wire.trace_gather).
+the store of the first traced communicator (dpcore.setup.store_wire.trace_gather).
 """
 import atexit
 import json
@@ -30,7 +30,7 @@ def enabled():
 
 
 def watch(rank, backend, gather=None):
-    """Start recording `backend`'s collectives (dpcore.backend.Backend); `rank` names its lane.
+    """Start recording `backend`'s collectives (dpcore.comm.backend.Backend); `rank` names its lane.
     gather: for a communicator made on a store, gather(events) -> every rank's events on rank
     0 (None elsewhere); None: over MPI."""
     backend.enable_trace(True)

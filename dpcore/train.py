@@ -18,8 +18,8 @@ import dpcore
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
-from dpcore.cli_args import HelpFormatter, Parser, launcher_rank, positive, whole
-from dpcore.cli_errors import run_main
+from dpcore._cli.args import HelpFormatter, Parser, launcher_rank, positive, whole
+from dpcore._cli.errors import run_main
 from dpcore.devices import device_module
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report

@@ -144,7 +144,7 @@ def test_explain_prints_once_per_size_class(tmp_path, monkeypatch, capsys):
 
 
 def test_agree_shares_rank_0s_parameters(tmp_path):
-    class FakeGroup:  # what agree() uses of a dpcore.bootstrap.Group
+    class FakeGroup:  # what agree() uses of a dpcore.setup.bootstrap.Group
         def __init__(self, rank):
             self.rank = rank
 
@@ -182,7 +182,7 @@ def test_new_parameters_reach_a_held_dict(tmp_path):
 
 
 def test_a_fit_made_on_another_rank_count_is_said_once(tmp_path, capsys):
-    class Rank0Of:  # what agree() uses of a dpcore.bootstrap.Group, on rank 0
+    class Rank0Of:  # what agree() uses of a dpcore.setup.bootstrap.Group, on rank 0
         rank = 0
 
         def __init__(self, size):

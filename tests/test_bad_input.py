@@ -66,8 +66,8 @@ import numpy as np
 from mpi4py import MPI
 import dpcore
 from dpcore import _C
-from dpcore.shared_memory import fresh_name
-from dpcore.transports.mpi import endpoint
+from dpcore.setup.segments import fresh_name
+from dpcore.setup.mpi_endpoint import endpoint
 
 def refused(what, error, call, words):
     try:

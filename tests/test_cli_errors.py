@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dpcore.cli_errors import run_main
+from dpcore._cli.errors import run_main
 from mpi_helpers import SCRIPTS, rank_lines, run_mpi
 from test_faults import remove_mpi_shm_leftovers
 

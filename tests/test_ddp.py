@@ -13,7 +13,7 @@ from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.sharding import shard_range
 from dpcore.tensor import Tensor
 from array_modules import module_or_skip
-from dpcore.work import DoneWork
+from dpcore.comm.work import DoneWork
 from mpi_helpers import run_script
 
 # one BLAS thread per rank: the machine has 2 cores and the tests run up to 4 ranks

@@ -123,7 +123,7 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
 ], ids=["transport-mpi", "two-hosts"])
 def test_what_needs_mpi_is_refused_on_every_rank(mode, env, kind, says, tmp_path):
     """With a store there is no MPI to carry bytes between hosts: DPCORE_TRANSPORT=mpi, or a rank
-    on another host (rank 1's dpcore.bootstrap._host is faked) make init raise on every rank,
+    on another host (rank 1's dpcore.setup.bootstrap._host is faked) make init raise on every rank,
     saying that MPI is needed and how to launch with it. (The other settings that need MPI:
     test_one_rank_on_a_store_and_bad_arguments.)"""
     output = launch(mode, 2, "dir", tmp_path, env=env)

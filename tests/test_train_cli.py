@@ -8,7 +8,7 @@ import pytest
 
 from array_modules import cupy_unusable
 from dpcore import train
-from dpcore.cli_args import HelpFormatter, Parser
+from dpcore._cli.args import HelpFormatter, Parser
 from mpi_helpers import SCRIPTS, run_mpi, run_python
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}

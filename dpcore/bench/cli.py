@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from ..cli_errors import run_main
+from .._cli.errors import run_main
 from ..dtypes import parse_dtype
 from .collectives import COLLECTIVES
 from .devices import DeviceUnavailable, open_arrays

@@ -4,8 +4,8 @@
 import argparse
 import re
 
-from ..cli_args import Parser
-from ..comm import Communicator
+from .._cli.args import Parser
+from ..comm.communicator import Communicator
 from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
 from .collectives import COLLECTIVES, dtype_name

@@ -4,15 +4,14 @@ import json
 
 import numpy as np
 
-from ..dtypes import ALGORITHM_NAMES
 
 
 def algo_used(comm, coll_name, nbytes, algo):
-    """The algorithm the communicator runs for a call of nbytes (as its _algo sees them: the
-    whole buffer S): `algo` itself, or what "auto" picks."""
+    """The algorithm the communicator runs for a call of nbytes (the whole buffer S): `algo`
+    itself, or what "auto" picks."""
     if algo != "auto":
         return algo
-    return ALGORITHM_NAMES[comm._algo("auto", nbytes, coll_name)]
+    return comm.algorithm_for(coll_name, nbytes)
 
 
 LARGE_BYTES = 64 << 10  # the model is meant to be within 25 % from here up (issue 5)

@@ -1,7 +1,7 @@
 """python -m dpcore.cost memory | scaling | predict | fit  (fit runs under mpiexec)."""
-from ..cli_args import Parser, whole
+from .._cli.args import Parser, whole
 from ..bench.plot import check_matplotlib
-from ..cli_errors import run_main
+from .._cli.errors import run_main
 from . import memory, plots, scaling
 from .choose import best_algorithm, crossover, predict
 from .formulas import ALGORITHMS, COLLECTIVES, cost

@@ -126,7 +126,7 @@ def _clear():
 
 def agree(group):
     """Make rank 0's parameters every rank's (a collective over group, a
-    dpcore.bootstrap.Group): ranks that read different files, or one that lacks it, would
+    dpcore.setup.bootstrap.Group): ranks that read different files, or one that lacks it, would
     otherwise choose differently and fail."""
     if group.rank == 0:
         _note_other_rank_count(group.size)

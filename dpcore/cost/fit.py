@@ -188,11 +188,11 @@ def sweep(comm, quick=False, on_round=None):
             times.append((time.perf_counter() - t0) / iters)
         # a busy machine makes everything slow: keep to the time budget once 3 repeats are in
         late = time.perf_counter() - start > (5 if quick else 30)
-        stop = repeat >= 2 and comm._mpi.bcast(late, root=0)
+        stop = repeat >= 2 and comm.mpi.bcast(late, root=0)
         if on_round is not None:  # the command line's progress
             on_round(repeat + 1, repeat + 1 if stop else rounds)
         if stop:
             break
-    per_rank = comm._mpi.allgather([statistics.median(c[5]) for c in configs])
+    per_rank = comm.mpi.allgather([statistics.median(c[5]) for c in configs])
     return [Sample(coll, algo, comm.size, actual, max(t))
             for (coll, algo, actual, *_), t in zip(configs, zip(*per_rank))]

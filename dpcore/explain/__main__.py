@@ -3,7 +3,7 @@ import os
 import sys
 
 from ..bench.plot import check_matplotlib
-from ..cli_args import Parser, whole
+from .._cli.args import Parser, whole
 from ..cost.formulas import ALGORITHMS, COLLECTIVES
 from . import simulate
 from .picture import draw

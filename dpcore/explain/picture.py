@@ -6,7 +6,7 @@ the margin goes from each sender to its receiver. The ring's two phases show at 
 reduce-scatter darkens one cell per rank per step, and the all-gather copies the dark cells
 round. matplotlib is optional (the `plot` extra)."""
 from ..bench.plot import pyplot
-from .render import _cell
+from .render import cell
 
 
 def draw(sim, path):
@@ -29,7 +29,7 @@ def draw(sim, path):
         for r in range(n):
             for p in range(m):
                 value = state.get(r, empty)[p]
-                ax.text(p, r, _cell(value, n), ha="center", va="center", fontsize=7,
+                ax.text(p, r, cell(value, n), ha="center", va="center", fontsize=7,
                         color="white" if len(value or ()) > n / 2 else "black")
                 if prev is not None and value != prev.get(r, empty)[p]:
                     ax.add_patch(Rectangle((p - 0.5, r - 0.5), 1, 1, fill=False,

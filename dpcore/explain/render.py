@@ -88,7 +88,7 @@ def _rows(sim, state, prev, kind, step):
     rows = []
     for r in range(n):
         now, before = state.get(r, empty), (prev or {}).get(r, empty)
-        cells = [_cell(now[p], n) + ("*" if prev is not None and now[p] != before[p] else "")
+        cells = [cell(now[p], n) + ("*" if prev is not None and now[p] != before[p] else "")
                  for p in range(m)]
         rows.append((f"r{r}", ", ".join(sends[r]) or "-", _receives(recvs[r], m, kind), cells))
     return rows
@@ -126,7 +126,8 @@ def _holder(h):
     return f"slot {h[1]}" if isinstance(h, tuple) else f"r{h}"
 
 
-def _cell(value, n):
+def cell(value, n):
+    """A cell of the picture: the ranks whose contribution a chunk holds ("all" for every one)."""
     if value is None:
         return "."
     if len(value) == n and n > 1:

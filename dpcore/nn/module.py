@@ -45,10 +45,11 @@ class Module:
     def children(self):
         return iter(self._modules.values())
 
-    def named_parameters(self, prefix=""):
-        """(name, parameter) in registration order; a parameter shared by two modules once."""
+    def named_parameters(self, prefix="", recurse=True):
+        """(name, parameter) in registration order; a parameter shared by two modules once.
+        recurse=False: this module's own parameters only, as in torch."""
         seen = set()
-        for path, module in self.named_modules(prefix):
+        for path, module in (self.named_modules(prefix) if recurse else [(prefix, self)]):
             for name, p in module._parameters.items():
                 if id(p) not in seen:
                     seen.add(id(p))

@@ -52,7 +52,7 @@ def save(engine, path):
     # the directory exists before anyone writes into it
     _agree(comm, failed, lambda: _prepare(path, tmp) if first else None)
     try:
-        writer = comm.rank in engine._checkpoint_writers()
+        writer = comm.rank in engine.checkpoint_writers()
         _agree(comm, failed, lambda: _write_rank(engine, tmp, comm.rank) if writer else None)
         # every rank's files are written and synced; nobody returns before the commit
         _agree(comm, failed,
@@ -160,7 +160,7 @@ def _meta(engine, directory):
     opt = engine.optimizer
     meta = {"format": FORMAT, "world_size": engine.comm.size, "zero_stage": engine.zero_stage,
             "count": engine.flat.count, "dtype": np.dtype(engine.flat.dtype).name,
-            "params": _layout(engine), "writers": engine._checkpoint_writers(),
+            "params": _layout(engine), "writers": engine.checkpoint_writers(),
             "loss_scale": engine.mixed.scale if engine.mixed is not None else None,
             "optimizer": {"class": type(opt).__name__, "scalars": _scalars(opt),
                           "arrays": _array_keys(opt)}}
@@ -298,7 +298,7 @@ def load(engine, path):
 
     def read(key, dtype):
         return lambda start, stop: xp.asarray(ck.read(key, start, stop).astype(dtype))
-    engine._load_params(read("params", engine.flat.dtype))
+    engine.load_params(read("params", engine.flat.dtype))
     opt, meta = engine.optimizer, ck.meta["optimizer"]
     for (start, stop), tensor in zip(engine.owned, opt.params):  # master weights, if any
         tensor.data[...] = read("params", tensor.data.dtype)(start, stop)

@@ -183,15 +183,15 @@ class DataParallel:
         """From a checkpoint saved at any world size and stage; call on every rank."""
         checkpoint.load(self, path)
 
-    def _checkpoint_writers(self):
+    def checkpoint_writers(self):
         """The ranks whose chunks together hold everything: rank 0 alone at stage 0."""
         return list(range(self.shards.size))
 
-    def _load_params(self, read):
+    def load_params(self, read):
         """Set the parameters from read(start, stop): the checkpoint's flat parameters."""
         self.param_store.load(read)
 
 
 def _leaves(out):
     """ids of the leaf tensors the graph of `out` reaches: the parameters this forward used."""
-    return {id(t) for t in out._topo() if t.is_leaf}
+    return {id(t) for t in out.topological_order() if t.is_leaf}

@@ -8,7 +8,7 @@ it enters the module (sharded_params.py says when and how).
 
 The wrapped forward is an instance attribute, so build one engine per model.
 """
-from ..tensor import Tensor, is_grad_enabled
+from ..tensor import Tensor
 
 
 def make_units(module, flat):
@@ -27,7 +27,7 @@ def _owners(model):
     """parameter id -> the module it is registered in first (parameter order's owner)."""
     owner = {}
     for _, module in model.named_modules():
-        for p in module._parameters.values():
+        for _, p in module.named_parameters(recurse=False):
             owner.setdefault(id(p), module)
     return owner
 
@@ -37,7 +37,8 @@ def module_units(model, flat, units):
     tied parameter makes a unit that two modules need."""
     unit_of = {id(flat.params[i]): u for u, unit in enumerate(units) for i in unit}
     for _, module in model.named_modules():
-        needed = sorted({unit_of[id(p)] for p in module._parameters.values() if id(p) in unit_of})
+        needed = sorted({unit_of[id(p)] for _, p in module.named_parameters(recurse=False)
+                         if id(p) in unit_of})
         if needed:
             yield module, needed
 
@@ -62,10 +63,4 @@ def _before_backward(out, gather):
     """out, through an identity node whose backward calls gather() first."""
     if isinstance(out, (tuple, list)):
         return type(out)(_before_backward(o, gather) for o in out)
-    if not (isinstance(out, Tensor) and out.requires_grad and is_grad_enabled()):
-        return out
-
-    def backward(g):
-        gather()
-        out._accumulate(g)
-    return Tensor._result(out.data, (out,), backward)
+    return out.before_backward(gather) if isinstance(out, Tensor) else out

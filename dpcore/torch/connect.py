@@ -15,13 +15,11 @@ from torch.distributed.constants import default_pg_timeout
 
 import dpcore
 from ..settings import load as load_settings
-
-# Where an MPI launcher puts a process's rank: MPICH's and Intel's hydra, Open MPI, PMIx.
-_MPI_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+from ..setup.bootstrap import MPI_RANK_VARIABLES
 
 
 def under_mpi():
-    return any(v in os.environ for v in _MPI_RANK_VARIABLES)
+    return any(v in os.environ for v in MPI_RANK_VARIABLES)
 
 
 def seconds(timeout):

@@ -46,7 +46,7 @@ check = Checker(rank)
 
 if "trace" in sys.argv[1:]:
     comm.all_reduce(xp.asarray(np.ones(1, np.float32)))  # makes the device backend
-    backend = comm._devices._backend
+    backend = comm._device._backend
     backend.enable_trace(True)
     comm.all_reduce(xp.asarray(np.ones(3001, np.float32)), algo="ring")
     say(rank, "verbs " + json.dumps([e[0] for e in backend.take_trace() if e[4] >= 0]))

@@ -81,6 +81,6 @@ except ValueError as e:
 check.equal(to_host(comm.all_reduce(plain)), np.full(10, size, np.float32), "usable after it")
 calls = comm.algorithm_calls()
 check.true(calls.get("direct", 0) > 0, f"direct ran: {calls}")
-say(rank, f"device {comm._devices.device}")
+say(rank, f"device {comm.device}")
 comm.close()
 check.finish()

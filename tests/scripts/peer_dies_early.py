@@ -5,7 +5,7 @@ Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python peer_dies_ea
                                                                                   VICTIM DIR
   POINT = init:           the victim dies right before dpcore.init(), the others are inside it
           init-connect:   the victim dies inside init, as it starts to connect the transport
-                          (dpcore.transports.connect), after the communicators are made
+                          (dpcore.setup.transports.connect), after the communicators are made
           init-segment:   the victim (local rank 0 of its node: the creator) dies inside init
                           right after creating the node's segment, before the others map it
           alloc:          the victim dies right before comm.alloc(), the others are inside it
@@ -29,8 +29,8 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-import dpcore.bootstrap
-import dpcore.transports
+import dpcore.setup.bootstrap
+import dpcore.setup.transports
 from fault_kit import Marks, mpi_shm_segments, report_error, say, start_watchdog
 
 point, victim, directory = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -38,9 +38,9 @@ marks = Marks(directory)
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 # The functions the points inside init and alloc hook, as (module, name).
-HOOKS = {"init-connect": (dpcore.transports, "connect"),
-         "init-segment": (dpcore.bootstrap.Group, "on_every_rank"),
-         "alloc-segment": (dpcore.bootstrap.Group, "on_every_rank")}
+HOOKS = {"init-connect": (dpcore.setup.transports, "connect"),
+         "init-segment": (dpcore.setup.bootstrap.Group, "on_every_rank"),
+         "alloc-segment": (dpcore.setup.bootstrap.Group, "on_every_rank")}
 
 
 def die():

@@ -20,7 +20,7 @@ Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
                   ring broadcast, then a normal exit, at which rank 0 writes the trace
           refuse: init must fail (the test sets DPCORE_TRANSPORT=mpi); 'rank R: refused TYPE:
                   MESSAGE'
-          other-host: as refuse, with rank 1 on a host of its own (dpcore.bootstrap._host)
+          other-host: as refuse, with rank 1 on a host of its own (dpcore.setup.bootstrap._host)
   DIR   = the store's file, and fault_kit's marks ('fault': when the victim died)
 """
 import os
@@ -37,8 +37,8 @@ atexit.register(lambda: time.sleep(sum(linger)))  # registered before dpcore's: 
 import numpy as np  # noqa: E402
 
 import dpcore  # noqa: E402
-import dpcore.bootstrap  # noqa: E402
-import dpcore.store_wire  # noqa: E402
+import dpcore.setup.bootstrap  # noqa: E402
+import dpcore.setup.store_wire  # noqa: E402
 from fault_kit import Marks, report_error, say  # noqa: E402
 
 mode, kind, directory = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -68,18 +68,18 @@ def die():
 def hook():
     """Make the victim die at its point inside init."""
     if mode == "die-after-hello":
-        dpcore.store_wire.StoreWire.settle = lambda wire, boot: die()
+        dpcore.setup.store_wire.StoreWire.settle = lambda wire, boot: die()
     elif mode == "die-creating-segment":
-        original = dpcore.bootstrap.Group.on_every_rank
+        original = dpcore.setup.bootstrap.Group.on_every_rank
 
         def on_every_rank(node, step, what):
             if what.startswith("init: create shared memory /"):
                 kept.append(step())  # made now; kept alive until the SIGKILL, never unlinked
                 die()
             return original(node, step, what)
-        dpcore.bootstrap.Group.on_every_rank = on_every_rank
+        dpcore.setup.bootstrap.Group.on_every_rank = on_every_rank
     elif mode == "other-host" and rank == 1:
-        dpcore.bootstrap._host = lambda: "elsewhere/another-boot"
+        dpcore.setup.bootstrap._host = lambda: "elsewhere/another-boot"
 
 
 def values(n, seed):

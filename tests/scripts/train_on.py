@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dpcore
 from dpcore import train
-from dpcore.cli_errors import run_main
+from dpcore._cli.errors import run_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: array_modules, strict_xp
 from array_modules import module  # noqa: E402

@@ -81,7 +81,7 @@ class StoreWire:
 
 
 def refuse_what_needs_mpi(boot, settings):
-    """Raise on a communicator made on a store (boot, a dpcore.bootstrap.Bootstrap) where the
+    """Raise on a communicator made on a store (boot, a dpcore.setup.bootstrap.Bootstrap) where the
     ranks or the settings need MPI: between hosts only MPI carries dpcore's bytes. Every rank
     knows every rank's host, so on several hosts every rank raises alike; a setting of one
     rank's own fails that rank, which tells the others (Bootstrap.fail)."""

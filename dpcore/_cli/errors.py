@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 
-from . import CommError
+from .. import CommError
 
 
 def run_main(main, *args, **kwargs):

@@ -42,3 +42,27 @@ class DoneWork(Work):
 
     def __init__(self, result):
         super().__init__(self._Finished(), result)
+
+
+class InFlight:
+    """The arrays of a communicator's async calls in flight, and of calls that failed, kept for
+    good: over MPI a send of a failed call may still read its buffer when a late peer comes."""
+
+    def __init__(self):
+        self._pending = []
+        self._orphans = []
+
+    def add(self, work):
+        self._pending.append(work)
+
+    def orphan(self, *arrays):
+        self._orphans.append(arrays)
+
+    def reap(self):
+        """Forget the calls that are done, keeping the arrays of those that failed."""
+        if self._pending:
+            self._orphans += [w._keep_alive for w in self._pending if w.failed()]
+            self._pending = [w for w in self._pending if not w.done()]
+
+    def clear(self):
+        self._pending = []

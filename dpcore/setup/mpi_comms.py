@@ -24,7 +24,7 @@ def made(make, what):
 def release_when_dropped(owner, backend, comms, boot):
     """A weakref.finalize that, when called (by close()) or when `owner` is garbage-collected,
     waits for `backend`'s queued collectives, tells the peers this rank makes no more calls
-    (through the backend, and through `boot`, the dpcore.bootstrap.Bootstrap, to peers in
+    (through the backend, and through `boot`, the dpcore.setup.bootstrap.Bootstrap, to peers in
     alloc), and then frees the mpi4py communicators `comms`, which the backend's MPI calls use.
     At exit MPI_Finalize frees whatever is left."""
     release = weakref.finalize(owner, _release, backend, list(comms), boot)

@@ -11,8 +11,8 @@ every reduction are dpcore's own.
 """
 from .. import _C
 from ..settings import TRANSPORTS, ring_slots
-from ..shared_memory import fresh_name, map_everywhere
-from .mpi import endpoint, threaded
+from .segments import fresh_name, map_everywhere
+from .mpi_endpoint import endpoint, threaded
 
 
 def choose(wanted, boot, node):
@@ -30,7 +30,7 @@ def choose(wanted, boot, node):
 
 
 class Connection:
-    """A transport's backend (dpcore.backend.Backend) and what the Communicator needs to know
+    """A transport's backend (dpcore.comm.backend.Backend) and what the Communicator needs to know
     of it: whether direct can run (every rank may read every peer's memory), and the MPI
     communicators it made, to free at close."""
 

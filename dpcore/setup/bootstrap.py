@@ -10,17 +10,17 @@ the deadline, while watching the peers:
 
 Bootstrap is one rank's view of all the ranks and the steps among them; Group the same calls
 among some of them (the ranks of a node), each addressed by its rank in the group. The messages
-travel on a wire, which only sends and takes them: dpcore.mpi_wire over an MPI communicator
+travel on a wire, which only sends and takes them: dpcore.setup.mpi_wire over an MPI communicator
 (a blocking MPI call would wait forever for a rank that died, and pip's MPICH reports no dead
-process), or dpcore.store_wire over a torch.distributed Store, where no MPI is in the job.
+process), or dpcore.setup.store_wire over a torch.distributed Store, where no MPI is in the job.
 """
 import os
 import secrets
 import socket
 import time
 
-from . import _C
-from .shared_memory import unlink_made_by
+from .. import _C
+from .segments import unlink_made_by
 
 
 class WireError(RuntimeError):
@@ -44,8 +44,9 @@ def process_gone(pid):
 
 
 # Where launchers put a process's rank in MPI_COMM_WORLD: MPICH's and Intel's hydra, Open MPI,
-# PMIx, Slurm.
-_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+# PMIx (MPI_RANK_VARIABLES), and Slurm.
+MPI_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
+RANK_VARIABLES = (*MPI_RANK_VARIABLES, "SLURM_PROCID")
 
 
 def launcher_pids():
@@ -55,7 +56,7 @@ def launcher_pids():
     parent or its parent: the launcher's proxy, or a wrapper it runs) whose environment has the
     launcher's rank variable; where a wrapper and the process it runs both have it, the one
     further down is the rank."""
-    variable = next((v for v in _RANK_VARIABLES if v in os.environ), None)
+    variable = next((v for v in RANK_VARIABLES if v in os.environ), None)
     if variable is None or not os.path.isdir("/proc"):
         return {}
     procs = _processes(f"{variable}=".encode())
@@ -108,8 +109,8 @@ def _host():
 
 
 class Bootstrap:
-    """Exchanges among every rank of `wire` (dpcore.mpi_wire.MpiWire or
-    dpcore.store_wire.StoreWire), each step within `timeout` seconds. Each step's `what` names
+    """Exchanges among every rank of `wire` (dpcore.setup.mpi_wire.MpiWire or
+    dpcore.setup.store_wire.StoreWire), each step within `timeout` seconds. Each step's `what` names
     it in messages: "phase: step", as in "init: map shared memory"."""
 
     def __init__(self, wire, timeout):

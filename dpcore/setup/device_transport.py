@@ -4,7 +4,7 @@ one-shot slots on its GPU and exports them (CUDA IPC); every rank maps every pee
 side is a shared-memory segment like the CPU transport's. Ranks must share one host (IPC)."""
 from .. import _C
 from ..settings import ring_slots
-from ..shared_memory import fresh_name, map_everywhere
+from .segments import fresh_name, map_everywhere
 
 
 def connect(boot, node, settings, timeout, device):

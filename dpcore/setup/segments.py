@@ -5,7 +5,7 @@ A segment's creator names it, the name travels over MPI, the peers map it, and t
 unlinks it at once: from then on the kernel frees it when the last mapping goes, however the job
 ends, so no name outlives the job. The name travels before the segment is made, so where a rank
 dies in between, its peers unlink what it made. Each step ends in an agreement among the node's ranks
-(dpcore.bootstrap.Group.on_every_rank), so a failure on one rank is raised on every rank
+(dpcore.setup.bootstrap.Group.on_every_rank), so a failure on one rank is raised on every rank
 instead of leaving the peers waiting for it, and a rank that dies is noticed by its peers.
 """
 import itertools
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _C
+from .. import _C
 
 _ids = itertools.count(1)  # of the segments this process created
 
@@ -43,7 +43,7 @@ def unlink_made_by(pid):
 
 
 def map_everywhere(node, name, attach):
-    """attach(create) on every rank of `node` (a dpcore.bootstrap.Group) for one segment that
+    """attach(create) on every rank of `node` (a dpcore.setup.bootstrap.Group) for one segment that
     rank 0 creates: the communicator's own."""
     first, made = node.rank == 0, None
     try:
@@ -73,18 +73,18 @@ def agreed_request(node, shape, dtype, what="alloc"):
     return shape, dtype, nbytes
 
 
-def alloc(comm, shape, dtype):
-    """Communicator.alloc: a zero-filled array per rank, in a segment of its own that every
-    peer of the node maps too (_C.SharedBuffer)."""
-    node = comm._node
+def alloc(node, transport, backend, shape, dtype):
+    """Communicator.alloc: a zero-filled array per rank of `node` (a bootstrap Group), in a
+    segment of its own that every peer of the node maps too (_C.SharedBuffer), known to
+    `backend` so that direct finds it."""
     shape, dtype, nbytes = agreed_request(node, shape, dtype)
-    if comm.transport != "shm" or comm.local_size == 1 or nbytes == 0:
+    if transport != "shm" or node.size == 1 or nbytes == 0:
         return np.zeros(shape, dtype)  # nothing to share: ordinary memory serves as well
     mine, k = fresh_name()
     names = node.allgather(mine, "alloc: exchange names")
     region = node.bcast(k, 0, "alloc: agree on a number")  # rank 0's: unique in every table
-    rank = comm.local_rank
-    buffer = _C.SharedBuffer(comm.local_size, rank, nbytes)
+    rank = node.rank
+    buffer = _C.SharedBuffer(node.size, rank, nbytes)
     try:
         node.on_every_rank(lambda: buffer.create(mine), "alloc: create shared memory")
         node.on_every_rank(lambda: [buffer.open(r, name) for r, name in enumerate(names)
@@ -94,6 +94,6 @@ def alloc(comm, shape, dtype):
         raise
     finally:
         buffer.unlink()
-    buffer.share(comm._backend, region, node.allgather(buffer.address, "alloc: addresses"))
+    buffer.share(backend, region, node.allgather(buffer.address, "alloc: addresses"))
     # the array keeps the buffer (and with it every mapping) alive through its base
     return np.frombuffer(buffer, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)

@@ -9,12 +9,12 @@ epochs) with argparse's own message.
 import argparse
 import os
 
-from .bootstrap import _RANK_VARIABLES
+from ..setup.bootstrap import RANK_VARIABLES
 
 
 def launcher_rank():
     """This process's rank in the launcher's job (mpiexec, srun), or None without one."""
-    for variable in _RANK_VARIABLES:
+    for variable in RANK_VARIABLES:
         if variable in os.environ:
             try:
                 return int(os.environ[variable])

@@ -1,0 +1,340 @@
+"""The Communicator: each collective's argument checks, written once for host and CUDA arrays,
+over the path the arrays take (dpcore.comm.path: HostPath or DevicePath).
+
+Every check happens before anything is sent, so bad local input raises TypeError/ValueError on
+the rank that made it and leaves the communicator usable; the peers never see the call. The
+checked call goes to the path's backend, which matches it with the peers' and runs it. Making a
+communicator (the bootstrap, the transport) is dpcore.setup's.
+"""
+import atexit
+import sys
+import threading
+import weakref
+from threading import get_ident
+
+import numpy as np
+
+from .. import _C, trace
+from ..dtypes import (ALGORITHM_NAMES, ALL_GATHER, ALL_REDUCE, BARRIER, BROADCAST, DTYPES,
+                      REDUCE_SCATTER, dtype_code)
+from ..setup import connect
+from ..setup.mpi_comms import release_when_dropped
+from ..sharding import shard_range
+from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
+from .cuda_arrays import device_view
+from .device_path import DevicePath
+from .host_path import HostPath
+from .work import InFlight, Work
+
+# What a barrier passes for its (unused) buffers.
+_EMPTY = np.empty(0, np.uint8)
+_EMPTY.flags.writeable = False
+_EMPTY_CODE = DTYPES[_EMPTY.dtype]
+
+
+class Communicator:
+    """A group of ranks and the collectives among them (see docs/api.md)."""
+
+    algorithms = ("one_shot", "ring")
+
+    def __init__(self, mpi_comm=None, timeout=None, store=None, rank=None, size=None):
+        self._backend = None
+        me = threading.current_thread()
+        self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
+        made = connect.communicator(mpi_comm, timeout, store, rank, size)
+        self.settings, self.timeout, self.mpi = made.settings, made.timeout, made.boot.comm
+        self.rank, self.size = made.boot.rank, made.boot.size
+        self.local_rank, self.local_size = made.node.rank, made.node.size
+        self.transport, self.one_shot_bytes = made.transport, made.one_shot_bytes
+        # whether every rank may read every peer's memory: algo "direct" can run
+        self.direct = made.direct
+        self._boot, self._node, self._backend = made.boot, made.node, made.backend
+        self._host = HostPath(made.backend, self.size, self.rank, self.transport,
+                              self.one_shot_bytes, self.direct)
+        # CUDA arrays' side: its backend is made at their first call
+        self._device = DevicePath(made.boot, made.node, self.settings, self.timeout,
+                                  self.one_shot_bytes)
+        self._in_flight = InFlight()
+        # close() calls it; a communicator dropped without close() frees its MPI ones anyway
+        self._release = release_when_dropped(self, made.backend, made.comms, made.boot)
+        _live.add(self)
+        if trace.enabled():
+            trace.watch(self.rank, made.backend, made.trace_gather)
+
+    def alloc(self, shape, dtype=np.float32, device="cpu"):
+        """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
+        ncclMemAlloc or PyTorch's symmetric memory. Collective: every rank of the communicator
+        calls it, in the same order, for the same shape and dtype. Collectives take it like any
+        array; algo "direct" (which auto may pick) then reads the peers' data out of it with one
+        plain copy instead of a kernel copy. Freed with the last reference to the array (or a
+        view of it). Across nodes, or with one rank, it is ordinary memory. device="cuda": a
+        CuPy array on this rank's GPU that every peer maps through CUDA IPC, which algo
+        "direct" on CUDA arrays needs; it lives as long as the communicator's device side."""
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"dpcore: alloc's device is 'cpu' or 'cuda', not {device!r}")
+        backend = self._checked_backend()  # raises once closed
+        if device == "cuda":
+            return self._device.alloc(shape, dtype)
+        from ..setup.segments import alloc
+
+        try:
+            return alloc(self._node, self.transport, backend, shape, dtype)
+        except _C.CommError:  # a peer died or left: the ranks in collectives hear it too
+            backend.pass_on(self._boot.news or f"rank {self.rank} failed in alloc")
+            raise
+
+    # -- collectives ------------------------------------------------------------------------
+
+    def all_reduce(self, x, op="sum", out=None, algo="auto", async_op=False):
+        """The elementwise reduction (op: sum, prod, max, min, avg) of every rank's x, in x's
+        shape and array type, on every rank. A new array unless out is given; out=x works in
+        place (unlike torch.distributed, all_reduce(x) leaves x as it is). algo: "auto",
+        "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result.
+        CUDA arrays (CuPy, torch, __cuda_array_interface__) run on the device."""
+        if type(x) is np.ndarray:
+            codes = REDUCTIONS.get((x.dtype, op))
+            if codes is not None and type(out) is np.ndarray and _C.fits_out(x, out):
+                # the call of a user's loop, checked in one step: it is all of a small call's cost
+                path = self._host
+                return self._launch(path, ALL_REDUCE, *codes, 0,
+                                    choose(algo, "all_reduce", x.nbytes, path.rules), x, out,
+                                    x.size, x.size, out, async_op)
+        path, a, wrap = self._view(x, "x")
+        dtype, opc = reduction(a.dtype, op)
+        path.check(a, "x")
+        out_a, result = self._output(path, a, wrap, x, out, a.size, a.shape, 0)
+        return self._launch(path, ALL_REDUCE, dtype, opc, 0,
+                            choose(algo, "all_reduce", a.nbytes, path.rules), a, out_a, a.size,
+                            a.size, result, async_op)
+
+    def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):
+        """This rank's part of the reduction of every rank's x, flattened: the 1-D slice
+        dpcore.shard_range(x.size, size, rank) (shards differ by at most one element). out may
+        be that slice of x itself (in place)."""
+        path, a, wrap = self._view(x, "x")
+        dtype, opc = reduction(a.dtype, op)
+        path.check(a, "x")
+        start, stop = shard_range(a.size, self.size, self.rank)
+        out_a, result = self._output(path, a, wrap, x, out, stop - start, None,
+                                     start * a.dtype.itemsize, (stop - start,))
+        return self._launch(path, REDUCE_SCATTER, dtype, opc, 0,
+                            choose(algo, "reduce_scatter", a.nbytes, path.rules), a, out_a,
+                            a.size, a.size, result, async_op)
+
+    def all_gather(self, s, out=None, async_op=False, algo="auto"):
+        """Every rank's 1-D shard s, concatenated in rank order, on every rank. Shards may
+        differ in length; out may hold this rank's shard at its place (in place)."""
+        path, a, wrap = self._view(s, "shard")
+        dtype = dtype_code(a.dtype)
+        path.check(a, "shard")
+        if algo != "auto":
+            choose(algo, "all_gather", 0, path.rules)  # raises before the shard sizes travel
+        if out is None:
+            self._checked_backend()  # raises once closed
+            self._in_flight.reap()
+            total = sum(path.exchange_counts(dtype, a.size, a))
+            out_a, result = path.empty(a, (total,), wrap)
+        else:
+            out_a, result = path.out_view(out, "out"), out
+            self._check_out(path, out_a, a.dtype, None, None, "out")
+            # the shard may lie in out only whole and on an element boundary: the in-place
+            # form, which C++ checks with every rank's shard length (csrc/core/call.h, misfit)
+            offset = path.overlap(out_a, a)
+            if offset is not None and not (0 <= offset and offset + a.nbytes <= out_a.nbytes
+                                           and offset % out_a.dtype.itemsize == 0):
+                raise ValueError(f"dpcore: the shard partly overlaps out (it starts "
+                                 f"{offset:+d} bytes from out's start); in place, it must be "
+                                 f"its rank's own slice of out")
+        return self._launch(path, ALL_GATHER, dtype, 0, 0,
+                            choose(algo, "all_gather", out_a.nbytes, path.rules), a, out_a,
+                            a.size, out_a.size, result, async_op)
+
+    def broadcast(self, x, root=0, algo="auto", async_op=False):
+        """root's x into every rank's x, in place; returns x."""
+        if type(x) is np.ndarray:
+            path, a = self._host, x
+            # One test for the common case keeps small calls cheap: where ranks share cores,
+            # each rank's Python time costs about three times over. The slow path names what
+            # is wrong.
+            flags, dtype = a.flags, DTYPES.get(a.dtype)
+            if (dtype is None or not (flags.c_contiguous and flags.writeable)
+                    or type(root) is not int or not 0 <= root < self.size):
+                dtype, root = self._check_broadcast(path, a, root)
+        else:
+            path, a, _ = self._view(x, "x")
+            dtype, root = self._check_broadcast(path, a, root)
+        return self._launch(path, BROADCAST, dtype, 0, root,
+                            choose(algo, "broadcast", a.nbytes, path.rules), a, a, a.size,
+                            a.size, x, async_op)
+
+    def barrier(self):
+        """Returns once every rank has called it."""
+        self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
+                     None, False)
+
+    # -- the checks every collective shares ---------------------------------------------------
+
+    def _view(self, x, what):
+        """(the path x takes, x as that path sees it, wrap: a result back into x's type)."""
+        view = device_view(x, what)
+        if view is not None:
+            return self._device, view, None
+        return (self._host, *self._host.view(x, what))
+
+    def _check_broadcast(self, path, a, root):
+        dtype = dtype_code(a.dtype)
+        path.check(a, "x")
+        root = root_rank(root, self.size)
+        if not path.writable(a):
+            raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
+        return dtype, root
+
+    def _output(self, path, a, wrap, x, out, size, shape, at, new_shape=None):
+        """(out as the path sees it, the result the caller gets) for a result of `size`
+        elements (in `shape`, where the result keeps x's): a new array where out is None,
+        else out, checked to take it. out may share memory with x only in the collective's
+        in-place form, starting `at` bytes into x (all_reduce: x's very memory;
+        reduce_scatter: this rank's shard): any other overlap would have the collective
+        overwrite input it has still to read."""
+        if out is None:
+            return path.empty(a, shape or new_shape, wrap)
+        o = a if out is x else path.out_view(out, "out")
+        self._check_out(path, o, a.dtype, size, shape, "out")
+        offset = path.overlap(a, o)
+        if offset is not None and offset != at:
+            place = "its very memory" if at == 0 else f"the part that starts {at} bytes into it"
+            raise ValueError(f"dpcore: out partly overlaps x (it starts {offset:+d} bytes from "
+                             f"x's start); in place, out must be {place}")
+        return o, out
+
+    @staticmethod
+    def _check_out(path, o, dtype, size, shape, what):
+        """That `o` (as its path sees it) can take a result of dtype in `shape`, or of `size`
+        elements where shape is None, or of any size."""
+        if o.dtype != dtype:
+            raise TypeError(f"dpcore: {what} has dtype {o.dtype}, expected {dtype}")
+        if shape is not None:
+            if o.shape != shape:
+                raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
+        elif size is not None and o.size != size:
+            raise ValueError(f"dpcore: {what} has {o.size} elements, expected {size}")
+        path.check(o, what)
+        if not path.writable(o):
+            raise ValueError(f"dpcore: {what} is read-only")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def algorithm_for(self, coll, nbytes, algo="auto"):
+        """The name of the algorithm a host call of nbytes (the whole buffer) runs: algo itself,
+        or what "auto" picks as far as this rank decides it ("auto" past one_shot's band where
+        rank 0 times the ring against direct)."""
+        return ALGORITHM_NAMES[choose(algo, coll, nbytes, self._host.rules)]
+
+    def algorithm_calls(self):
+        """{algorithm: how many collectives it ran} on this communicator so far, with auto's
+        picks resolved ("ring", "direct", ...)."""
+        self._checked_backend()
+        calls = [h + d for h, d in zip(self._host.algo_calls(), self._device.algo_calls())]
+        return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls) if k}
+
+    @property
+    def device(self):
+        """What this communicator's CUDA arrays run on ("cuda:0", "emulated"), or None before
+        its first call on them."""
+        return self._device.device
+
+    def _checked_backend(self):
+        if self._backend is None:
+            raise ValueError("dpcore: the communicator is closed")
+        if self._owner != get_ident():
+            self._claim()  # raises
+        return self._backend
+
+    def _claim(self):
+        """A communicator belongs to the thread that created it, as an NCCL communicator to one
+        thread: calls from two threads would meet the peers' calls in different orders and
+        silently mix their data. (Not the thread of its first call: that may differ from rank
+        to rank.)"""
+        me = threading.current_thread()
+        raise RuntimeError(f"dpcore: this communicator belongs to thread {self._owner_name!r}, "
+                           f"which created it; a call from thread {me.name!r} could meet the "
+                           f"peers' calls out of order. Create a communicator in the thread "
+                           f"that uses it (dpcore.init there, in the same order on every rank)")
+
+    def _launch(self, path, coll, dtype, op, root, algo, a, out_a, count, total, result,
+                async_op):
+        if self._backend is None or self._owner != get_ident():
+            self._checked_backend()  # raises
+        if not async_op:
+            try:
+                path.run(coll, dtype, op, root, algo, a, out_a, count, total)
+            except RuntimeError:
+                self._in_flight.orphan(a, out_a)
+                raise
+            return result
+        self._in_flight.reap()
+        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total), result,
+                    a, out_a)
+        self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
+        return work
+
+    def close(self):
+        """Finish queued collectives, tell the peers this rank makes no more calls, unmap the
+        segment, free the MPI communicators."""
+        if self._backend is None:
+            return
+        self._device.close("closed its communicator")
+        self._backend.drain()
+        if trace.enabled():
+            trace.collect(self._backend)
+        self._leave("closed its communicator")
+        self._in_flight.clear()
+        self._backend = None
+        _live.discard(self)
+        self._release()
+
+    def _leave(self, why):
+        """Tell the peers this rank makes no more calls: in collectives, and in alloc."""
+        self._backend.leave(why)
+        self._boot.leave(why)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
+                f"{self.local_rank}/{self.local_size} transport={self.transport}>")
+
+
+# Communicators not closed yet. A rank that exits without closing one says so to its peers (at
+# exit, before MPI finalizes), so that none waits for it until its timeout: the process lives on
+# in MPI_Finalize, waiting for them.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _leave_at_exit():
+    if not _live:  # none made: MPI need not even be importable
+        return
+    mpi = sys.modules.get("mpi4py.MPI")  # imported where a communicator was made over MPI
+    finalized = mpi is not None and mpi.Is_finalized()
+    why = "exited without closing its communicator"
+    for comm in list(_live):
+        if comm._backend is not None and not (finalized and comm.mpi is not None):
+            comm._boot.leave(why)  # peers in alloc
+            try:
+                comm._device.close(why)
+                comm._backend.leave(why)
+            except Exception:  # a failed call is already the peers' news
+                pass
+
+
+def init(mpi_comm=None, timeout=None, *, store=None, rank=None, size=None):
+    """A communicator over mpi_comm (MPI.COMM_WORLD by default); 1 rank without mpiexec. Or,
+    with no MPI in the job (under torchrun), over a torch.distributed Store shared by `size`
+    processes, this one `rank`: every rank on one host (shared memory). One store (or
+    PrefixStore) per group of ranks: each rank counts its communicators in it."""
+    return Communicator(mpi_comm, timeout=timeout, store=store, rank=rank, size=size)

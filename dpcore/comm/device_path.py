@@ -1,0 +1,140 @@
+"""The device path: collectives on CUDA arrays (CuPy, torch, __cuda_array_interface__), run by the
+device transport (dpcore.setup.device_transport, csrc/cuda/), which is connected at the first
+call on CUDA arrays. Algorithms: one_shot for calls up to one_shot_bytes per rank (auto's pick
+there), the ring (auto's past it), and direct, asked for, on buffers from
+comm.alloc(..., device="cuda"), which the peers have mapped (the transport checks that).
+Each call follows the work queued on the caller's current stream before it; it returns once its
+kernels have ended, and an async call's Work.wait() returns then too, so the result may be used
+on any stream."""
+from ..dtypes import ALGORITHMS
+from ..setup import device_transport
+from ..setup.segments import agreed_request
+from .choice import DIRECT_COLLECTIVES, RING, Rules
+from .cuda_arrays import device_index, device_view, empty_like, stream_of
+
+
+class DevicePath:
+    """One communicator's device side (dpcore.comm.path.Path): its backend is made at the first
+    call on CUDA arrays, on every rank at once, as that call is."""
+
+    def __init__(self, boot, node, settings, timeout, one_shot_bytes):
+        self._boot, self._node, self._settings, self._timeout = boot, node, settings, timeout
+        self._backend = None
+        self._device = None  # the CUDA device of the first call's arrays
+        self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
+        band = (0, one_shot_bytes)
+        self.rules = Rules({coll: band for coll in DIRECT_COLLECTIVES}, lambda coll, n: band,
+                           RING, one_shot_bytes, None)
+
+    view = staticmethod(lambda x, what: (device_view(x, what), None))
+
+    @staticmethod
+    def out_view(out, what):
+        o = device_view(out, what)
+        if o is None:
+            raise TypeError(f"dpcore: {what} must be on the device as x is, not a "
+                            f"{type(out).__name__}")
+        return o
+
+    def check(self, v, what):
+        if not v.contiguous:
+            raise ValueError(f"dpcore: {what} must be C-contiguous (copy it first, as with "
+                             f"cupy.ascontiguousarray)")
+        if v.ptr % v.dtype.itemsize:
+            raise ValueError(f"dpcore: {what} is not aligned to its {v.dtype.itemsize}-byte "
+                             f"elements on the device")
+        if self._device is not None and device_index(v) != self._device:
+            raise ValueError(f"dpcore: {what} is on CUDA device {device_index(v)}, but this "
+                             f"communicator's device is {self._device} (its first CUDA call's)")
+
+    writable = staticmethod(lambda v: not v.readonly)
+
+    @staticmethod
+    def empty(v, shape, wrap):
+        result = empty_like(v, shape)
+        return device_view(result, "out"), result
+
+    @staticmethod
+    def overlap(a, b):
+        """Where b starts, in bytes from a's start, if their memory overlaps; else None."""
+        if a.nbytes and b.nbytes and a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes:
+            return b.ptr - a.ptr
+        return None
+
+    # -- the backend ------------------------------------------------------------------------
+
+    def run(self, coll, dtype, op, root, algo, x, out, count, total):
+        self._connected(x).run_device(coll, dtype, op, root, algo, x.ptr, out.ptr, count, total,
+                                      stream_of(x))
+
+    def submit(self, coll, dtype, op, root, algo, x, out, count, total):
+        return self._connected(x).submit_device(coll, dtype, op, root, algo, x.ptr, out.ptr,
+                                                count, total, stream_of(x))
+
+    def exchange_counts(self, dtype, count, view):
+        return self._connected(view).exchange_counts(dtype, count)
+
+    def algo_calls(self):
+        return self._backend.algo_calls() if self._backend is not None else [0] * len(ALGORITHMS)
+
+    def _connected(self, view=None, device=None):
+        if self._backend is None:
+            if device is None:
+                device = device_index(view) if view is not None else 0
+            self._backend = device_transport.connect(self._boot, self._node, self._settings,
+                                                     self._timeout, device)
+            self._device = device
+        return self._backend
+
+    @property
+    def device(self):
+        """What the device transport runs on ("cuda:0", "emulated"), or None before a call."""
+        return None if self._backend is None else self._backend.device
+
+    def alloc(self, shape, dtype):
+        """comm.alloc(..., device="cuda"): this rank's zero-filled buffer of a region that every
+        peer maps (CUDA IPC), in which direct reads the peers' data. Collective, as the host
+        alloc; the array keeps the device side's memory alive."""
+        region, node = self._regions + 1, self._node
+        shape, dtype, nbytes = agreed_request(node, shape, dtype, "cuda alloc")
+        emulated = self._settings.cuda_emulation
+        cupy = None if emulated else _cupy_for_alloc()
+        backend = self._connected(device=0 if emulated else cupy.cuda.Device().id)
+        size = max(nbytes, 16)  # every rank's region exists, even an empty one
+        self._regions = region
+        address, handle = backend.alloc_region(size)
+        everyone = node.allgather((address, handle), f"cuda alloc: exchange region {region}")
+        node.on_every_rank(lambda: backend.map_region(region, size, [h for _, h in everyone],
+                                                      [a for a, _ in everyone]),
+                           f"cuda alloc: map the peers' buffers of region {region}")
+        backend.unlink_slots()  # every peer has mapped it: no name is left to find
+        if emulated:
+            from .. import emulated as module
+
+            return module.at(address, shape, dtype, backend)
+        memory = cupy.cuda.UnownedMemory(address, size, backend, self._device)
+        return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0))
+
+    def close(self, why):
+        """Leave. A peer may still be reading this rank's device memory (the last one_shot
+        payload): CUDA leaves freeing memory a peer has mapped undefined, so unless every peer
+        has left or died, the backend and its memory stay until the process exits."""
+        if self._backend is None:
+            return
+        backend, self._backend = self._backend, None
+        backend.drain()
+        backend.leave(why)
+        if not backend.peers_gone():
+            _kept_until_exit.append(backend)
+
+
+_kept_until_exit = []
+
+
+def _cupy_for_alloc():
+    try:
+        import cupy
+    except ImportError:
+        raise ValueError("dpcore: comm.alloc(device=\"cuda\") makes CuPy arrays, and CuPy is "
+                         "not installed (pip install cupy-cuda13x)") from None
+    return cupy
