@@ -1,6 +1,7 @@
-"""The command-line programs end the job after an error instead of hanging (cli_errors.py): a
-survivor's CommError is printed and the job exits non-zero at once, not after MPI_Finalize has
-waited for the dead rank (minutes); an error on one rank alone ends the others too."""
+"""The command-line programs end the job after an error instead of hanging
+(dpcore/_cli/errors.py): a survivor's CommError is printed and the job exits non-zero at once,
+not after MPI_Finalize has waited for the dead rank (minutes); an error on one rank alone ends
+the others too."""
 import sys
 
 import pytest

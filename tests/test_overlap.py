@@ -30,8 +30,9 @@ def test_an_all_gather_out_that_does_not_fit_is_refused_everywhere_and_the_commu
 
 
 def test_fits_out_accepts_only_what_the_full_checks_accept():
-    """all_reduce's one-step check (_C.fits_out) lets a call skip dpcore/arrays.py's checks, so
-    it must refuse everything they refuse; what it refuses goes to them for the message."""
+    """all_reduce's one-step check (_C.fits_out) lets a call skip the full checks
+    (dpcore/comm/communicator.py), so it must refuse everything they refuse; what it refuses
+    goes to them for the message."""
     import numpy as np
 
     from dpcore import _C

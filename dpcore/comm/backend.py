@@ -4,7 +4,7 @@ Every backend is a dpcore._C object whose class derives from _C.Backend (ShmBack
 MpiBackend, HierarchicalBackend: dpcore.setup.transports.connect makes them; DeviceBackend:
 dpcore.setup.device_transport.connect); all run the same C++ machinery (csrc/core/): call
 matching, the in-order worker, the algorithms. The Communicator has checked every argument before
-it calls; codes are those of dpcore.dtypes. tests/test_layout.py checks that every method the
+it calls; codes are those of dpcore.dtypes. tests/test_package_shape.py checks that every method the
 compiled classes bind is stated here.
 """
 from typing import List, Protocol, Tuple

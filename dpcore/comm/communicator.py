@@ -102,7 +102,7 @@ class Communicator:
         path, a, wrap = self._view(x, "x")
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
-        out_a, result = self._output(path, a, wrap, x, out, a.size, a.shape, 0)
+        out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
         return self._launch(path, ALL_REDUCE, dtype, opc, 0,
                             choose(algo, "all_reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
@@ -115,8 +115,8 @@ class Communicator:
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
         start, stop = shard_range(a.size, self.size, self.rank)
-        out_a, result = self._output(path, a, wrap, x, out, stop - start, None,
-                                     start * a.dtype.itemsize, (stop - start,))
+        out_a, result = self._output(path, a, wrap, x, out, start * a.dtype.itemsize,
+                                     (stop - start,), any_shape=True)
         return self._launch(path, REDUCE_SCATTER, dtype, opc, 0,
                             choose(algo, "reduce_scatter", a.nbytes, path.rules), a, out_a,
                             a.size, a.size, result, async_op)
@@ -189,17 +189,20 @@ class Communicator:
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
         return dtype, root
 
-    def _output(self, path, a, wrap, x, out, size, shape, at, new_shape=None):
-        """(out as the path sees it, the result the caller gets) for a result of `size`
-        elements (in `shape`, where the result keeps x's): a new array where out is None,
-        else out, checked to take it. out may share memory with x only in the collective's
-        in-place form, starting `at` bytes into x (all_reduce: x's very memory;
-        reduce_scatter: this rank's shard): any other overlap would have the collective
-        overwrite input it has still to read."""
+    def _output(self, path, a, wrap, x, out, at, shape, any_shape=False):
+        """(out as the path sees it, the result the caller gets) for a result in `shape` (or,
+        with any_shape, of as many elements in any shape): a new array where out is None, else
+        out, checked to take it. out may share memory with x only in the collective's in-place
+        form, starting `at` bytes into x (all_reduce: x's very memory; reduce_scatter: this
+        rank's shard): any other overlap would have the collective overwrite input it has still
+        to read."""
         if out is None:
-            return path.empty(a, shape or new_shape, wrap)
+            return path.empty(a, shape, wrap)
         o = a if out is x else path.out_view(out, "out")
-        self._check_out(path, o, a.dtype, size, shape, "out")
+        if any_shape:
+            self._check_out(path, o, a.dtype, shape[0], None, "out")
+        else:
+            self._check_out(path, o, a.dtype, None, shape, "out")
         offset = path.overlap(a, o)
         if offset is not None and offset != at:
             place = "its very memory" if at == 0 else f"the part that starts {at} bytes into it"

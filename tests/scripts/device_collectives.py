@@ -111,6 +111,6 @@ for dtype in sorted({d for d, _ in CASES}, key=str):  # the same order on every 
 
 calls = comm.algorithm_calls()
 check.true(calls.get("ring", 0) > 0 and calls.get("one_shot", 0) > 0, f"algorithms ran: {calls}")
-say(rank, f"device {comm._devices.device}")
+say(rank, f"device {comm.device}")
 comm.close()
 check.finish()
