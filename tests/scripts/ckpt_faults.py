@@ -171,7 +171,7 @@ def main():
     train(engine, comm, 0, 2)
     engine.save(ck)
     train(engine, comm, 2, 3)
-    writer = max(engine._checkpoint_writers())
+    writer = max(engine.checkpoint_writers())
     comm.barrier()
     if comm.rank == 0:
         damage(case, directory, writer)

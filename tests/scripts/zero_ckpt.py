@@ -85,7 +85,7 @@ def crash(comm, directory, stage):
     engine = engine_for(comm, stage, seed=comm.rank)
     train(engine, comm, 0, 2)
     save_then_finish(engine, comm, directory, 2)
-    write, victim = checkpoint._write_array, max(engine._checkpoint_writers())
+    write, victim = checkpoint._write_array, max(engine.checkpoint_writers())
 
     def write_then_die(filename, array):
         write(filename, array)
