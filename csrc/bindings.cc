@@ -12,10 +12,10 @@
 
 #include "algo/ring.h"
 #include "algo/trace_prims.h"
-#include "core/limits.h"
+#include "dpcore/limits.h"
 #include "core/tuner.h"
-#include "cpu/reduce.h"
-#include "cpu/stream_copy.h"
+#include "host/reduce.h"
+#include "host/stream_copy.h"
 #include "dpcore/error.h"
 
 #ifdef DPCORE_WITH_CUDA
@@ -102,7 +102,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("OPS") = names<ReduceOp>(kNumOps, opName);
   m.attr("COLLECTIVES") = names<Coll>(kNumColls, collName);
   m.attr("ALGORITHMS") = names<Algo>(kNumAlgos, algoName);
-  // What every transport can divide its ring by (core/limits.h); dpcore/settings.py checks
+  // What every transport can divide its ring by (dpcore/limits.h); dpcore/settings.py checks
   // DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES against them.
   m.attr("RING_MIN_SLOTS") = kRingMinSlots;
   m.attr("MAX_ELEMENT_BYTES") = kMaxDTypeSize;
@@ -126,7 +126,7 @@ PYBIND11_MODULE(_C, m) {
         void* to = dst.mutable_data();  // raises if dst is read-only
         py::gil_scoped_release release;
         streamCopy(to, src.data(), src.nbytes());
-      }, "dst[:] = src, C-contiguous arrays, with streaming stores (cpu/stream_copy.h)");
+      }, "dst[:] = src, C-contiguous arrays, with streaming stores (host/stream_copy.h)");
   m.def("stream_min_bytes", &streamMinBytes,
         "direct writes outputs of at least this many bytes with streaming stores where it can");
   // For dpcore/arrays.py's overlap checks: exact for C-contiguous arrays, and a few times

@@ -1,4 +1,4 @@
-"""The copy with streaming stores (csrc/cpu/stream_copy.h) that direct uses for outputs past
+"""The copy with streaming stores (csrc/host/stream_copy.h) that direct uses for outputs past
 _C.stream_min_bytes: every byte lands, whatever the alignment of either end and the length,
 and nothing outside the destination changes."""
 import glob

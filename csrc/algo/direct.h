@@ -26,8 +26,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/task.h"
 #include "dpcore/chunks.h"
+#include "dpcore/task.h"
 
 namespace dpcore {
 

@@ -8,14 +8,14 @@
 //
 // Payloads, the memory interface it needs:
 //   payload(r)                rank r's published input, readable here
-//   reduceMany(...), copy()   the loops of the memory's device (cpu/reduce.h: HostLoops)
+//   reduceMany(...), copy()   the loops of the memory's device (host/reduce.h: HostLoops)
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
-#include "core/task.h"
 #include "dpcore/chunks.h"
+#include "dpcore/task.h"
 
 namespace dpcore {
 

@@ -24,8 +24,8 @@
 
 #include <cstddef>
 
-#include "core/task.h"
 #include "dpcore/chunks.h"
+#include "dpcore/task.h"
 
 namespace dpcore {
 

@@ -1,7 +1,7 @@
 // What dpcore/comm.py holds for a communicator, whatever its transport: the raw calls of
 // dpcore/backend.py's Backend protocol. Queued<Engine> runs an engine's collectives in issue
-// order on the caller's thread or a background one (worker.h); the engines are
-// Collectives<ShmTransport>, Collectives<MpiTransport> and Hierarchical.
+// order on the caller's thread or a background one (worker.h); the engines (core/contracts.h:
+// Engine) are Collectives<T> of each transport, and Hierarchical.
 #pragma once
 
 #include <memory>
@@ -9,9 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/task.h"
+#include "core/contracts.h"
 #include "core/trace.h"
 #include "core/worker.h"
+#include "dpcore/task.h"
 
 namespace dpcore {
 
@@ -36,6 +37,8 @@ class Backend {
 
 template <class Engine>
 class Queued : public Backend {
+  static_assert(contract::isEngine<Engine>());
+
  public:
   template <class... Args>
   explicit Queued(bool threaded, Args&&... engineArgs)

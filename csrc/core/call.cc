@@ -1,3 +1,5 @@
+// Call matching (call.h): a rank's header, the checks every rank makes of all of them, and
+// the messages that name the calls.
 #include "core/call.h"
 
 #include <sstream>

@@ -8,37 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "core/limits.h"
-#include "core/task.h"
 #include "core/trace.h"
 #include "dpcore/error.h"
+#include "dpcore/header.h"
+#include "dpcore/task.h"
 
 namespace dpcore {
 
-// What one rank asked for. For all_gather, count is this rank's own shard (shards may differ),
-// so peers learn every shard length from the headers, and total is the output's length; for the
-// others total equals count. The last fields are the transport's (ShmTransport::annotate).
-struct CollHeader {
-  uint64_t seq;
-  int32_t coll;
-  int32_t dtype;
-  int32_t op;
-  int32_t root;
-  int32_t algo;
-  int32_t chosen;  // algo kAuto: the algorithm rank 0 chose (rank 0's header is everyone's)
-  uint64_t count;
-  uint64_t total;
-  uint64_t inAt;  // all_gather: where the shard lies inside the output (in place), or kNotInOutput
-  // shared memory only:
-  uint32_t align;      // where this rank's data sits in its slots (ShmLayout::kAlignSpan)
-  uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
-  uint32_t outRegion;  // and outAddr's (all_reduce)
-  uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
-  uint64_t outAddr;  // address in its own process, and its output; peers read both
-};
-
-constexpr uint64_t kNotInOutput = ~uint64_t{0};  // CollHeader::inAt: the shard lies elsewhere
-
+// This rank's header for `task`, the seq-th call; the transport adds its Meta (annotate).
 CollHeader headerOf(const Task& task, uint64_t seq);
 
 // Every rank sees every header, so every rank finds a mismatch: "" if all agree, else why not.

@@ -6,11 +6,9 @@
 //   4. on failure, told to the peers where the transport can, and the communicator broken:
 //      peers may be anywhere in the schedule, so nothing further could match.
 //
-// A Transport provides, per call: validate, annotate and exchange (the headers), Prims for the
-// ring (algo/ring.h), payloads() for one-shot (algo/one_shot.h), peerMemory() for direct
-// (algo/direct.h, where kPeerMemory), copyAlone (one rank), abort and leave.
+// What a Transport provides is core/contracts.h's, checked when Collectives<T> is made.
 // cpu/shm_transport.h, mpi/mpi_transport.h and cuda/device_transport.h are the three; a next
-// transport writes those and reuses everything here.
+// transport writes one and reuses everything here.
 #pragma once
 
 #include <algorithm>
@@ -24,9 +22,11 @@
 #include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "core/call.h"
+#include "core/contracts.h"
 #include "core/trace.h"
 #include "core/tuner.h"
 #include "dpcore/error.h"
+#include "dpcore/limits.h"
 
 namespace dpcore {
 
@@ -47,6 +47,8 @@ inline bool inPlace(const Task& task) {
 
 template <class Transport>
 class Collectives {
+  static_assert(contract::isTransport<Transport>());
+
  public:
   // tune: kAuto picks by the tuner's timings; false: by its fixed thresholds (DPCORE_TUNE=0).
   template <class... Args>
@@ -115,11 +117,12 @@ class Collectives {
     const int rank = transport_.rank(), n = transport_.size();
     const size_t bytes = task.total * dtypeSize(task.dtype);
     CollHeader mine = headerOf(task, seq_);
-    transport_.annotate(task, mine);
+    const typename Transport::Meta meta = transport_.annotate(task);
+    mine.setMeta(meta);
     // kAuto: rank 0 picks, and its header carries the pick, so every rank runs the same
     // algorithm whatever buffers it passed.
     const bool timed = task.algo == Algo::kAuto && tune_;
-    const BufferKind kind{mine.inRegion != 0, inPlace(task)};
+    const BufferKind kind{transport_.sharedInput(meta), inPlace(task)};
     if (task.algo == Algo::kAuto) {
       const bool direct = rank == 0 && (timed ? tuner_.pickDirect(task.coll, bytes, kind)
                                                : Tuner::fixedPick(task.coll, bytes, kind));

@@ -1,3 +1,4 @@
+// A process's fate from its pid (process.h): kill(pid, 0), then /proc/<pid>/stat's state.
 #include "core/process.h"
 
 #include <signal.h>

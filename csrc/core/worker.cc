@@ -1,8 +1,9 @@
+// The in-order worker (worker.h): Jobs, the queue, and the background thread that runs it.
 #include "core/worker.h"
 
 #include <chrono>
 
-#include "core/limits.h"
+#include "dpcore/limits.h"
 
 namespace dpcore {
 

@@ -1,3 +1,4 @@
+// readPeer (peer_read.h): process_vm_readv, repeated until every byte has come.
 #include "cpu/peer_read.h"
 
 #include <sys/uio.h>

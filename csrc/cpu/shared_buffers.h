@@ -16,7 +16,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cpu/stream_copy.h"
+#include "host/stream_copy.h"
 
 namespace dpcore {
 

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/call.h"
-#include "core/limits.h"
+#include "dpcore/header.h"
+#include "dpcore/limits.h"
 
 namespace dpcore {
 

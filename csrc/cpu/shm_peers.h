@@ -7,8 +7,8 @@
 
 #include "algo/direct.h"
 #include "core/call.h"
-#include "cpu/reduce.h"
 #include "cpu/shm_transport.h"
+#include "host/reduce.h"
 
 namespace dpcore {
 
@@ -16,7 +16,9 @@ class ShmPayloads : public HostLoops {
  public:
   ShmPayloads(const ShmTransport& t, const std::vector<CollHeader>& headers)
       : t_(t), headers_(headers) {}
-  const char* payload(int r) const { return t_.oneShotSlot(r) + headers_[r].align; }
+  const char* payload(int r) const {
+    return t_.oneShotSlot(r) + headers_[r].meta<ShmMeta>().align;
+  }
 
  private:
   const ShmTransport& t_;
@@ -30,12 +32,12 @@ class ShmPeerMemory : public HostLoops {
       : t_(t), headers_(headers) {}
 
   void readInput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
-    const CollHeader& h = headers_[peer];
-    t_.readFrom(peer, h.addr + offset, h.inRegion, dst, bytes, stream);
+    const ShmMeta m = headers_[peer].meta<ShmMeta>();
+    t_.readFrom(peer, m.addr + offset, m.inRegion, dst, bytes, stream);
   }
   void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
-    const CollHeader& h = headers_[peer];
-    t_.readFrom(peer, h.outAddr + offset, h.outRegion, dst, bytes, stream);
+    const ShmMeta m = headers_[peer].meta<ShmMeta>();
+    t_.readFrom(peer, m.outAddr + offset, m.outRegion, dst, bytes, stream);
   }
   void signal(DirectStage stage) { t_.signal(stage); }
   void waitAll(DirectStage stage) { t_.waitAll(stage); }

@@ -13,8 +13,8 @@
 #include <cstring>
 
 #include "core/trace.h"
-#include "cpu/reduce.h"
 #include "cpu/shm_transport.h"
+#include "host/reduce.h"
 
 namespace dpcore {
 

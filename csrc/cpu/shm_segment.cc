@@ -1,3 +1,4 @@
+// A POSIX shared-memory segment (shm_segment.h): made or mapped, unlinked once all have it.
 #include "cpu/shm_segment.h"
 
 #include <fcntl.h>

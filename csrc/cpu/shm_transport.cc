@@ -1,3 +1,5 @@
+// The shared-memory transport (shm_transport.h): the headers' exchange, the FIFOs, direct's
+// reads and stages, liveness, abort and the messages of a timeout.
 #include "cpu/shm_transport.h"
 
 #include <sched.h>
@@ -11,12 +13,16 @@
 #include "algo/direct.h"
 #include "algo/one_shot.h"
 #include "algo/ring.h"
+#include "core/contracts.h"
 #include "core/process.h"
 #include "cpu/peer_read.h"
 #include "cpu/shm_peers.h"
 #include "cpu/shm_prims.h"
 
 namespace dpcore {
+
+static_assert(contract::isTransport<ShmTransport>());  // core/contracts.h names what it lacks
+
 namespace {
 
 int usableCpus() {
@@ -85,14 +91,9 @@ void ShmTransport::validate(const Task& task) const {
   checkOneShotFits(task, config_.oneShotBytes);
 }
 
-void ShmTransport::annotate(const Task& task, CollHeader& header) const {
-  const size_t bytes = task.count * dtypeSize(task.dtype);
-  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
-  header.align = alignFor(task);
-  header.addr = reinterpret_cast<uint64_t>(published);
-  header.outAddr = reinterpret_cast<uint64_t>(task.out);
-  header.inRegion = shared_->find(published, bytes);
-  header.outRegion = task.coll == Coll::kAllReduce ? shared_->find(task.out, bytes) : 0;
+ShmMeta ShmTransport::annotate(const Task& task) const {
+  return shmMetaOf(task, alignFor(task),
+                   [this](const void* p, size_t bytes) { return shared_->find(p, bytes); });
 }
 
 void ShmTransport::abort(const std::string& message) {
@@ -174,7 +175,8 @@ std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeade
   // Alone, the collective is a copy: nobody reads the slot.
   if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
       task.count) {
-    std::memcpy(oneShotSlot(rank_) + mine.align, task.in, task.count * dtypeSize(task.dtype));
+    std::memcpy(oneShotSlot(rank_) + mine.meta<ShmMeta>().align, task.in,
+                task.count * dtypeSize(task.dtype));
   }
   return closeExchange(mine);
 }
@@ -206,7 +208,8 @@ std::vector<CollHeader> ShmTransport::closeExchange(const CollHeader& mine) {
 ShmPrims ShmTransport::prims(const RingCall& ring, const std::vector<CollHeader>& headers) {
   const Task& task = ring.task;
   return ShmPrims(*this, task.dtype, task.op, avgDivisor(task, ring.n),
-                  headers[(rank_ + 1) % ring.n].align, headers[rank_].align, ringScratch(),
+                  headers[(rank_ + 1) % ring.n].meta<ShmMeta>().align,
+                  headers[rank_].meta<ShmMeta>().align, ringScratch(),
                   StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
 }
 

@@ -25,9 +25,30 @@ class ShmPayloads;
 class ShmPeerMemory;
 struct RingCall;
 
+// What a rank's header tells the peers that read its data (ShmTransport::Meta).
+struct ShmMeta {
+  uint32_t align;      // where this rank's data sits in its slots (ShmLayout::kAlignSpan)
+  uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
+  uint32_t outRegion;  // and outAddr's (all_reduce)
+  uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
+  uint64_t outAddr;  // address in its own process, and its output; peers read both
+};
+
+// The ShmMeta of `task`: its data at `align` in the slots, its buffers in the regions that
+// `regionOf(p, bytes)` finds (0: in none). The device transport's too, in its own units.
+template <class RegionOf>
+ShmMeta shmMetaOf(const Task& task, uint32_t align, RegionOf regionOf) {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
+  return ShmMeta{align, regionOf(published, bytes),
+                 task.coll == Coll::kAllReduce ? regionOf(task.out, bytes) : 0,
+                 reinterpret_cast<uint64_t>(published), reinterpret_cast<uint64_t>(task.out)};
+}
+
 class ShmTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct can run here
+  using Meta = ShmMeta;
 
   // spinUs: the longest a blocking call's wait polls before it sleeps, while the ranks do not
   // outnumber the cores (DPCORE_SPIN_US; shm_wait.h).
@@ -50,7 +71,9 @@ class ShmTransport {
 
   // -- one collective, as core/collectives.h drives it --------------------------------------
   void validate(const Task& task) const;  // a one-shot payload fits its slot
-  void annotate(const Task& task, CollHeader& header) const;  // align, addresses, regions
+  Meta annotate(const Task& task) const;
+  // The tuner's BufferKind: direct reads a shared buffer with a plain copy.
+  static bool sharedInput(const Meta& meta) { return meta.inRegion != 0; }
   void begin(const CallContext& call) { call_ = &call; }
   // Publishes this rank's header (and a one-shot payload) and returns every rank's header. In
   // two halves for a transport that publishes its payload elsewhere (cuda/device_transport.h):

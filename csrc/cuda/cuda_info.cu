@@ -1,3 +1,4 @@
+// Whether this process sees a usable GPU now (cuda_api.h), for dpcore.build_info().
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_api.h"

@@ -103,8 +103,10 @@ class DevicePayloads {
  public:
   DevicePayloads(DeviceTransport& t, const std::vector<CollHeader>& headers)
       : t_(t), headers_(headers) {}
-  const char* payload(int r) const { return t_.oneShotSlot(r) + headers_[r].align; }
-  // all inputs in one kernel, rounding once at the end, as cpu/reduce.h's reduceMany
+  const char* payload(int r) const {
+    return t_.oneShotSlot(r) + headers_[r].meta<ShmMeta>().align;
+  }
+  // all inputs in one kernel, rounding once at the end, as host/reduce.h's reduceMany
   void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
                   size_t count, int divisor) {
     t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, false);
@@ -126,15 +128,15 @@ class DevicePeerMemory {
       : t_(t), headers_(headers) {}
 
   const char* input(int peer, size_t offset) const {
-    const CollHeader& h = headers_[peer];
-    return t_.peerAddress(peer, h.inRegion, h.addr + offset);
+    const ShmMeta m = headers_[peer].meta<ShmMeta>();
+    return t_.peerAddress(peer, m.inRegion, m.addr + offset);
   }
   void readInput(int peer, size_t offset, void* dst, size_t bytes, bool) {
     t_.copy(dst, input(peer, offset), bytes);
   }
   void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
-    const CollHeader& h = headers_[peer];
-    t_.copy(dst, t_.peerAddress(peer, h.outRegion, h.outAddr + offset), bytes);
+    const ShmMeta m = headers_[peer].meta<ShmMeta>();
+    t_.copy(dst, t_.peerAddress(peer, m.outRegion, m.outAddr + offset), bytes);
   }
   void copyToOutput(void* dst, const void* src, size_t bytes, bool) { t_.copy(dst, src, bytes); }
   static bool streams(size_t) { return false; }

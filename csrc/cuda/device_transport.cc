@@ -1,3 +1,5 @@
+// The device transport (device_transport.h): set-up and regions, the headers' exchange, and
+// every kernel run to its end while the host watches the peers.
 #include "cuda/device_transport.h"
 
 #include <sched.h>
@@ -6,8 +8,12 @@
 
 #include "algo/one_shot.h"
 #include "algo/ring.h"
+#include "core/contracts.h"
 
 namespace dpcore {
+
+static_assert(contract::isTransport<DeviceTransport>());  // core/contracts.h names what it lacks
+
 namespace {
 
 // Where this rank's data sits in its slots, modulo 16: that of the user buffer the slot is
@@ -67,14 +73,9 @@ void DeviceTransport::validate(const Task& task) const {
   }
 }
 
-void DeviceTransport::annotate(const Task& task, CollHeader& header) const {
-  const size_t bytes = task.count * dtypeSize(task.dtype);
-  const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
-  header.align = packOffsetFor(task);
-  header.addr = reinterpret_cast<uint64_t>(published);
-  header.outAddr = reinterpret_cast<uint64_t>(task.out);
-  header.inRegion = regionOf(published, bytes);
-  header.outRegion = task.coll == Coll::kAllReduce ? regionOf(task.out, bytes) : 0;
+ShmMeta DeviceTransport::annotate(const Task& task) const {
+  return shmMetaOf(task, packOffsetFor(task),
+                   [this](const void* p, size_t bytes) { return regionOf(p, bytes); });
 }
 
 void DeviceTransport::mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
@@ -118,7 +119,8 @@ std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHe
   control_.openExchange();  // from here our one-shot slot of this parity is free
   if (task.algo == Algo::kOneShot && size() > 1 && publishesPayload(task, rank()) &&
       task.count) {
-    copy(oneShotSlot(rank()) + mine.align, task.in, task.count * dtypeSize(task.dtype));
+    copy(oneShotSlot(rank()) + mine.meta<ShmMeta>().align, task.in,
+         task.count * dtypeSize(task.dtype));
   }
   return control_.closeExchange(mine);
 }
@@ -126,7 +128,8 @@ std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHe
 DevicePrims DeviceTransport::prims(const RingCall& ring, const std::vector<CollHeader>& headers) {
   const Task& task = ring.task;
   return DevicePrims(*this, task.dtype, task.op, avgDivisor(task, ring.n),
-                     headers[(rank() + 1) % ring.n].align, headers[rank()].align,
+                     headers[(rank() + 1) % ring.n].meta<ShmMeta>().align,
+                     headers[rank()].meta<ShmMeta>().align,
                      StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
 }
 

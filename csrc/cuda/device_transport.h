@@ -44,6 +44,9 @@ class DeviceTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct, over regions
   static constexpr size_t kHeadroom = 16;
+  // The shared-memory transport's facts, in this one's units: align is modulo kHeadroom, the
+  // regions are comm.alloc(device="cuda")'s.
+  using Meta = ShmMeta;
 
   // controlName: the shared-memory segment of the host side (create: local rank 0 makes it).
   DeviceTransport(std::unique_ptr<Device> device, const std::string& controlName, bool create,
@@ -70,7 +73,8 @@ class DeviceTransport {
 
   // -- one collective, as core/collectives.h drives it --------------------------------------
   void validate(const Task& task) const;
-  void annotate(const Task& task, CollHeader& header) const;
+  Meta annotate(const Task& task) const;
+  static bool sharedInput(const Meta& meta) { return ShmTransport::sharedInput(meta); }
   void begin(const CallContext& call);
   std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
   size_t segmentBytes() const { return config_.slotBytes; }

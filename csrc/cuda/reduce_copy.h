@@ -27,7 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #else
-#include "cpu/half.h"
+#include "host/half.h"
 #endif
 
 namespace dpcore {
@@ -85,7 +85,7 @@ struct BFloat16Bits {
 #endif
 };
 
-// The ops of cpu/reduce.cc, with the result cast back to the arithmetic type (int8 + int8 is an
+// The ops of host/reduce.cc, with the result cast back to the arithmetic type (int8 + int8 is an
 // int in C++; the CPU loops store it back into int8 as well).
 struct OpSum {
   template <class A> DP_HOST_DEVICE static A apply(A a, A b) { return static_cast<A>(a + b); }

@@ -1,8 +1,17 @@
+// Shared memory inside the nodes, MPI between them (hierarchical.h): the call matched on the
+// world, then the all_reduce's three steps, and a failure told to every step's peers.
 #include "mpi/hierarchical.h"
 
 #include <cstring>
 
+#include "core/contracts.h"
+
 namespace dpcore {
+
+// Not a transport: an engine of two (shared memory inside a node, MPI across), as Collectives<T>
+// is an engine of one.
+static_assert(contract::isEngine<Hierarchical>());
+
 namespace {
 
 // "dpcore all_reduce #3 on rank 0: inside the node: dpcore reduce_scatter #5 on rank 0: rank 1

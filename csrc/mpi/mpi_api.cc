@@ -1,3 +1,4 @@
+// The MPI calls of mpi_api.h, looked up by dlsym in the MPI library mpi4py loaded.
 #include "mpi/mpi_api.h"
 
 #include <dlfcn.h>

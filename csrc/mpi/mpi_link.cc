@@ -1,3 +1,5 @@
+// Point-to-point for one collective (mpi_link.h): requests, and waits that poll them against
+// the deadline and the peers' news.
 #include "mpi/mpi_link.h"
 
 #include <sched.h>

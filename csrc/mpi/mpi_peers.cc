@@ -1,3 +1,4 @@
+// The news of the MPI transport's peers (mpi_peers.h): goodbyes sent and heard, pids watched.
 #include "mpi/mpi_peers.h"
 
 #include <time.h>

@@ -1,5 +1,5 @@
 // The ring's primitive verbs (algo/ring.h) over MPI point-to-point: MPI only carries bytes, the
-// reductions are dpcore's (cpu/reduce.h). Segments come in to receive slots of the transport's
+// reductions are dpcore's (host/reduce.h). Segments come in to receive slots of the transport's
 // memory, posted ahead (as many as there are slots, never more than the call will receive, so
 // none can take a message of the next call). A segment goes out from wherever it already is:
 // the user's buffer where the verb keeps or reads it there (no copy; such a send is done before
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "cpu/reduce.h"
+#include "host/reduce.h"
 #include "mpi/mpi_link.h"
 
 namespace dpcore {

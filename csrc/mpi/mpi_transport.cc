@@ -1,12 +1,18 @@
+// The MPI transport (mpi_transport.h): headers and one-shot payloads sent to every peer, and
+// the ring's prims with their slots.
 #include "mpi/mpi_transport.h"
 
 #include <cstring>
 
 #include "algo/one_shot.h"
 #include "algo/trace_prims.h"
-#include "core/limits.h"
+#include "core/contracts.h"
+#include "dpcore/limits.h"
 
 namespace dpcore {
+
+static_assert(contract::isTransport<MpiTransport>());  // core/contracts.h names what it lacks
+
 namespace {
 constexpr int kHeaderTag = 1, kPayloadTag = 3;  // MpiPrims::kTag carries the ring's segments
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "algo/ring.h"
 #include "core/call.h"
-#include "cpu/reduce.h"
+#include "host/reduce.h"
 #include "mpi/mpi_link.h"
 #include "mpi/mpi_prims.h"
 
@@ -32,6 +32,7 @@ class MpiPayloads : public HostLoops {
 class MpiTransport {
  public:
   static constexpr bool kPeerMemory = false;
+  using Meta = NoMeta;  // every rank's data travels in messages: its peers need no address
   // segmentBytes: the ring's segment, large enough that a message costs little more than its
   // bytes; slots: receives posted ahead, and sends in flight from slots (dpcore/settings.py).
   MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes);
@@ -44,7 +45,8 @@ class MpiTransport {
   int size() const { return link_.size(); }
 
   void validate(const Task&) const {}
-  void annotate(const Task&, CollHeader&) const {}
+  Meta annotate(const Task&) const { return {}; }
+  static bool sharedInput(const Meta&) { return false; }
   void begin(const CallContext& call) {
     call_ = &call;
     link_.begin(call);

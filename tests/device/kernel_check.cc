@@ -1,5 +1,5 @@
 // The device transport's kernel body (csrc/cuda/reduce_copy.h) in the CPU emulation, against
-// the CPU path's own loops (csrc/cpu/reduce.cc), bit for bit: every dtype x op, 1-4 sources
+// the CPU path's own loops (csrc/host/reduce.cc), bit for bit: every dtype x op, 1-4 sources
 // (the ranks a verb or one_shot reads), 1-2 destinations, every offset of the buffers modulo
 // 16 bytes (the packs' head and tail) and buffers that disagree modulo 16, odd counts, in
 // place, avg's divisor, rounding after every op or once. tests/test_device_kernels.py builds it
@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/reduce.h"
 #include "cuda/device.h"
+#include "host/reduce.h"
 
 using namespace dpcore;
 

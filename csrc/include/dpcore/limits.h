@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/task.h"
+#include "dpcore/task.h"
 #include "dpcore/types.h"
 
 namespace dpcore {

@@ -1,12 +1,12 @@
 // Plain loops that GCC vectorises at -O3 (check with -fopt-info-vec): one template per op, the
 // element type's arithmetic type (float for the 16-bit floats), and no aliasing between inputs
 // and outputs except exact overlap, which elementwise loops tolerate.
-#include "cpu/reduce.h"
+#include "host/reduce.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/half.h"
+#include "host/half.h"
 
 namespace dpcore {
 namespace {

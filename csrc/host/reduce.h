@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstring>
 
-#include "cpu/stream_copy.h"
 #include "dpcore/types.h"
+#include "host/stream_copy.h"
 
 namespace dpcore {
 
