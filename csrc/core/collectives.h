@@ -26,6 +26,7 @@
 #include "core/call.h"
 #include "core/trace.h"
 #include "core/tuner.h"
+#include "dpcore/coll_table.h"
 #include "dpcore/error.h"
 
 namespace dpcore {
