@@ -18,8 +18,8 @@ from . import _C
 
 
 class Amount(NamedTuple):
-    """whole S + peers (n-1) S + chunks (n-1)/n S. of() and factor() round as the cost model and
-    the ratios (ledger, bus factor) did before the table, so no number moved by its arrival."""
+    """whole S + peers (n-1) S + chunks (n-1)/n S. of() rounds as the cost model always did (a
+    chunk term as k (n-1) times S/n), factor() as the ledger and the bus factor did."""
     whole: int = 0
     peers: int = 0
     chunks: int = 0
