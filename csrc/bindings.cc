@@ -16,6 +16,7 @@
 #include "core/tuner.h"
 #include "host/reduce.h"
 #include "host/stream_copy.h"
+#include "dpcore/coll_table.h"
 #include "dpcore/error.h"
 
 #ifdef DPCORE_WITH_CUDA
@@ -41,6 +42,27 @@ py::dict names(int count, Name name) {
   return d;
 }
 
+// kCollTable's rows, for dpcore/collectives.py: an Amount as (whole, peers, chunks), an
+// algorithm's cost as (bytes, reduced, steps, chain).
+py::list collectiveTable() {
+  auto amount = [](Amount a) { return py::make_tuple(a.whole, a.peers, a.chunks); };
+  auto cost = [&](const AlgoCost& c) {
+    return py::make_tuple(amount(c.bytes), amount(c.reduced), amount(c.steps), c.chain);
+  };
+  py::list rows;
+  for (const CollInfo& c : kCollTable) {
+    py::dict algos;
+    algos[algoName(Algo::kRing)] = cost(c.ring);
+    algos[algoName(Algo::kOneShot)] = cost(c.oneShot);
+    algos[algoName(Algo::kDirect)] = cost(c.direct);
+    rows.append(py::dict(py::arg("name") = c.name, py::arg("code") = static_cast<int>(c.coll),
+                         py::arg("reduces") = c.reduces, py::arg("rooted") = c.rooted,
+                         py::arg("output") = outputName(c.output), py::arg("algorithms") = algos,
+                         py::arg("bus_factor") = amount(c.busFactor)));
+  }
+  return rows;
+}
+
 using VerbList = std::vector<std::tuple<std::string, size_t, size_t>>;
 
 // The verbs one rank runs for a ring collective over `count` one-byte elements, as run by
@@ -53,19 +75,19 @@ VerbList ringTrace(const std::string& coll, size_t count, int rank, int n, size_
   call.task.count = call.task.total = count;
   call.task.root = root;
   std::vector<size_t> offsets(1, 0);
-  if (coll == "all_reduce") call.task.coll = Coll::kAllReduce;
-  else if (coll == "reduce_scatter") call.task.coll = Coll::kReduceScatter;
-  else if (coll == "broadcast") call.task.coll = Coll::kBroadcast;
-  else if (coll == "all_gather") {
-    call.task.coll = Coll::kAllGather;
+  const CollInfo* info = nullptr;
+  for (const CollInfo& row : kCollTable) {
+    if (coll == row.name && row.output != Output::kNone) info = &row;  // not barrier
+  }
+  if (!info) throw std::invalid_argument("unknown collective " + coll);
+  call.task.coll = info->coll;
+  if (info->output == Output::kSumOfShards) {  // all_gather: the shards make the output
     if (counts.size() != static_cast<size_t>(n)) {
       throw std::invalid_argument("all_gather needs one count per rank");
     }
     for (size_t c : counts) offsets.push_back(offsets.back() + c);
     call.offsets = offsets.data();
     call.task.total = offsets.back();
-  } else {
-    throw std::invalid_argument("unknown collective " + coll);
   }
   VerbList out;
   for (const VerbRecord& e : trace(call, offsets)) {
@@ -102,6 +124,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("OPS") = names<ReduceOp>(kNumOps, opName);
   m.attr("COLLECTIVES") = names<Coll>(kNumColls, collName);
   m.attr("ALGORITHMS") = names<Algo>(kNumAlgos, algoName);
+  m.attr("COLLECTIVE_TABLE") = collectiveTable();
   // What every transport can divide its ring by (dpcore/limits.h); dpcore/settings.py checks
   // DPCORE_FIFO_SLOTS and DPCORE_SLOT_BYTES against them.
   m.attr("RING_MIN_SLOTS") = kRingMinSlots;

@@ -16,10 +16,8 @@ FLOATING = {code for dt, code in DTYPES.items() if dt.kind == "f"} | {BFLOAT16_C
 OPS = dict(_C.OPS)  # {"sum": 0, ...}
 AVG = OPS["avg"]
 
-COLLECTIVES = dict(_C.COLLECTIVES)
-BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST = (
-    COLLECTIVES[name] for name in ("barrier", "all_reduce", "reduce_scatter", "all_gather",
-                                   "broadcast"))
+COLLECTIVES = dict(_C.COLLECTIVES)  # {"barrier": 0, ...}, in code order (coll_table.h's rows)
+BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST = COLLECTIVES.values()
 
 ALGORITHMS = dict(_C.ALGORITHMS)  # {"one_shot": 0, "ring": 1, ..., "auto": 4}
 ALGORITHM_NAMES = {code: name for name, code in ALGORITHMS.items()}

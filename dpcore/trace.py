@@ -13,6 +13,7 @@ import time
 from contextlib import contextmanager
 
 from . import _C, settings
+from .collectives import TABLE
 from .dtypes import ALGORITHM_NAMES
 
 _PATH = settings.setting("trace")
@@ -22,7 +23,7 @@ _gather = []  # how the events meet at rank 0, where the first communicator was 
 _lane = []  # this process's lane for span(): the rank of its first traced communicator
 _DTYPE_NAMES = {code: name for name, code in _C.DTYPES.items()}
 _OP_NAMES = {code: name for name, code in _C.OPS.items()}
-_REDUCING = ("all_reduce", "reduce_scatter")
+_REDUCING = {name for name, c in TABLE.items() if c.reduces}
 
 
 def enabled():

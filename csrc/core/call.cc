@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "dpcore/coll_table.h"
+
 namespace dpcore {
 namespace {
 
@@ -12,14 +14,14 @@ std::string describe(const CollHeader& h) {
       h.dtype < 0 || h.dtype >= kNumDTypes || h.op < 0 || h.op >= kNumOps) {
     return "an unknown call (coll " + std::to_string(h.coll) + ")";
   }
-  auto coll = static_cast<Coll>(h.coll);
-  std::string s = std::string(collName(coll)) + "(count=" + std::to_string(h.count);
-  if (coll == Coll::kAllGather) s += ", total=" + std::to_string(h.total);
-  if (coll != Coll::kBarrier) s += std::string(", dtype=") + dtypeName(static_cast<DType>(h.dtype));
-  if (coll == Coll::kAllReduce || coll == Coll::kReduceScatter) {
-    s += std::string(", op=") + opName(static_cast<ReduceOp>(h.op));
+  const CollInfo& coll = collInfo(static_cast<Coll>(h.coll));
+  std::string s = std::string(coll.name) + "(count=" + std::to_string(h.count);
+  if (coll.output == Output::kSumOfShards) s += ", total=" + std::to_string(h.total);
+  if (coll.output != Output::kNone) {
+    s += std::string(", dtype=") + dtypeName(static_cast<DType>(h.dtype));
   }
-  if (coll == Coll::kBroadcast) s += ", root=" + std::to_string(h.root);
+  if (coll.reduces) s += std::string(", op=") + opName(static_cast<ReduceOp>(h.op));
+  if (coll.rooted) s += ", root=" + std::to_string(h.root);
   return s + ", algo=" + algoName(static_cast<Algo>(h.algo)) + ")";
 }
 

@@ -25,6 +25,7 @@
 #include "core/contracts.h"
 #include "core/trace.h"
 #include "core/tuner.h"
+#include "dpcore/coll_table.h"
 #include "dpcore/error.h"
 #include "dpcore/limits.h"
 

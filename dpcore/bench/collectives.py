@@ -9,6 +9,7 @@ Each collective supplies (as nccl-tests' src/<coll>.cu does):
   bus_factor(n)          -> busbw / algbw, from nccl-tests' doc/PERFORMANCE.md;
 plus run (dpcore), run_mpi (mpi4py on the same host buffers, for --compare mpi) and run_nccl
 (NCCL through CuPy on the same GPU buffers, for --device cuda; compare.py makes its communicator).
+sizes, bus_factor, reduces and rooted come from the collective's row of dpcore.collectives.
 
 Inputs are integers chosen so that every result is exact in the dtype (sums stay within the
 dtype's exact-integer range, products are powers of two that cannot overflow), so `#wrong` counts
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 
+from .. import collectives
 from ..sharding import shard_range
 
 _PERIOD = 4099
@@ -133,12 +135,33 @@ def _counts(total, n):
 
 # -- the collectives ------------------------------------------------------------------------
 
-class AllReduce:
-    name, reduces, rooted, in_place_only = "all_reduce", True, False, False
+class _Hooks:
+    """What a collective's row in the table says (dpcore.collectives): whether it reduces, takes
+    a root, how its output's count follows from its input's, its bus factor."""
+    in_place_only = False
 
-    @staticmethod
-    def sizes(count, n):
+    def __init_subclass__(cls):
+        row = collectives.get(cls.name)
+        cls.reduces, cls.rooted, cls.output = row.reduces, row.rooted, row.output
+
+    @classmethod
+    def sizes(cls, count, n):
+        # nccl-tests: reduce_scatter's recvcount and all_gather's sendcount are count / n per
+        # rank, and the other side n of those
+        per_rank = count // n
+        if cls.output == "own_shard":
+            return per_rank * n, per_rank, per_rank
+        if cls.output == "sum_of_shards":
+            return per_rank, per_rank * n, per_rank
         return count, count, count
+
+    @classmethod
+    def bus_factor(cls, n):
+        return collectives.bus_factor(cls.name, n)
+
+
+class AllReduce(_Hooks):
+    name = "all_reduce"
 
     @staticmethod
     def init(send, case):
@@ -147,10 +170,6 @@ class AllReduce:
     @staticmethod
     def expected(case):
         return _tile(_reduced_table(case), case.dtype, 0, case.recv_count)
-
-    @staticmethod
-    def bus_factor(n):
-        return 2 * (n - 1) / n
 
     @staticmethod
     def run(comm, send, recv, case):
@@ -169,13 +188,8 @@ class AllReduce:
                             nccl.op(case), nccl.stream)
 
 
-class ReduceScatter:
-    name, reduces, rooted, in_place_only = "reduce_scatter", True, False, False
-
-    @staticmethod
-    def sizes(count, n):  # nccl-tests: recvcount = count / n per rank, sendcount = n of those
-        per_rank = count // n
-        return per_rank * n, per_rank, per_rank
+class ReduceScatter(_Hooks):
+    name = "reduce_scatter"
 
     @staticmethod
     def init(send, case):
@@ -185,10 +199,6 @@ class ReduceScatter:
     def expected(case):
         start, stop = shard_range(case.send_count, case.n, case.rank)
         return _tile(_reduced_table(case), case.dtype, start, stop)
-
-    @staticmethod
-    def bus_factor(n):
-        return (n - 1) / n
 
     @staticmethod
     def run(comm, send, recv, case):
@@ -214,13 +224,8 @@ class ReduceScatter:
                                 nccl.op(case), nccl.stream)
 
 
-class AllGather:
-    name, reduces, rooted, in_place_only = "all_gather", False, False, False
-
-    @staticmethod
-    def sizes(count, n):  # nccl-tests: sendcount = count / n per rank, recvcount = n of those
-        per_rank = count // n
-        return per_rank, per_rank * n, per_rank
+class AllGather(_Hooks):
+    name = "all_gather"
 
     @staticmethod
     def init(send, case):
@@ -234,10 +239,6 @@ class AllGather:
             start, stop = shard_range(case.recv_count, case.n, r)
             _fill_shard_of(case, r, out[start:stop], start)
         return out
-
-    @staticmethod
-    def bus_factor(n):
-        return (n - 1) / n
 
     @staticmethod
     def run(comm, send, recv, case):
@@ -261,14 +262,10 @@ class AllGather:
                             nccl.stream)
 
 
-class Broadcast:
+class Broadcast(_Hooks):
     # dpcore's broadcast is in place, so both columns time the in-place call (nccl-tests
     # prints both as well).
-    name, reduces, rooted, in_place_only = "broadcast", False, True, True
-
-    @staticmethod
-    def sizes(count, n):
-        return count, count, count
+    name, in_place_only = "broadcast", True
 
     @staticmethod
     def init(send, case):  # every rank starts from its own values; only the root's survive
@@ -277,10 +274,6 @@ class Broadcast:
     @staticmethod
     def expected(case):
         return _tile(_table(case, case.root), case.dtype, 0, case.recv_count)
-
-    @staticmethod
-    def bus_factor(n):
-        return 1.0
 
     @staticmethod
     def run(comm, send, recv, case):

@@ -15,21 +15,21 @@ device memory can beat it:
     all_gather       (n-1)/n S     0            (n-1)/n S
     broadcast        (n-1)/n S     0            (n-1)/n S
 
-R is the ring's bytes per rank (dpcore.cost.formulas.ring). For broadcast it is the mean over the
-ranks: n-1 of them receive S, the root none, and on a GPU the ranks share, the device carries the
-sum. Ranks that share a GPU share its bandwidth: the floor's copies run on all of them at once, as
-the collective's kernels do, so the measured floor counts every rank's bytes.
+R and D are the ring's bytes and bytes reduced per rank, its row of the table of collectives
+(dpcore.collectives). For broadcast R is the mean over the ranks: n-1 of them receive S, the root
+none, and on a GPU the ranks share, the device carries the sum. Ranks that share a GPU share its
+bandwidth: the floor's copies run on all of them at once, as the collective's kernels do, so the
+measured floor counts every rank's bytes.
 """
-
-# Per collective: (R, D) in units of (n-1)/n S, the share of the buffer that is not the rank's own.
-_RECEIVED_REDUCED = {"all_reduce": (2, 1), "reduce_scatter": (1, 1), "all_gather": (1, 0),
-                     "broadcast": (1, 0)}
+from .. import collectives
 
 
 def floor_bytes(coll, n, size):
     """Bytes each of n ranks copies, all at once, for the copy floor of the ring `coll` on a
     buffer of `size` bytes (nccl-tests' size: the whole buffer): R + D/2 (module docstring)."""
-    received, reduced = _RECEIVED_REDUCED[coll]
+    ring = collectives.algo_cost(coll, "ring")
+    # the ring's amounts are all in chunks: units of (n-1)/n S
+    received, reduced = ring.bytes.chunks, ring.reduced.chunks
     return round((n - 1) / n * size * (received + reduced / 2)) if n > 0 else 0
 
 

@@ -8,11 +8,12 @@ ring against direct, csrc/core/tuner.h, and its header carries the pick).
 """
 import numbers
 
+from ..collectives import MOVING
 from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, dtype_code
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
-DIRECT_COLLECTIVES = ("all_gather", "broadcast", "all_reduce", "reduce_scatter")
+DIRECT_COLLECTIVES = MOVING  # direct runs every collective that moves data
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
 # of every call (reduction fills it)

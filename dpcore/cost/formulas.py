@@ -7,14 +7,17 @@ the critical path), bytes through one rank's port, bytes reduced. Time = alpha*s
 beta*bytes + gamma*reduced (Params.time). The model assumes one port per rank that sends and
 receives at once (full duplex) and that a step lasts as long as its busiest port.
 
-The log-step algorithms (binary tree, recursive doubling, Rabenseifner) live in trees.py.
+The ring's, one_shot's and direct's counts are their rows of the table of collectives
+(dpcore.collectives, csrc/include/dpcore/coll_table.h); the docstrings derive them. The log-step
+algorithms (binary tree, recursive doubling, Rabenseifner) live in trees.py.
 """
 import math
 
+from .. import collectives
 from .params import Cost
 from .trees import binary_tree, rabenseifner, recursive_doubling
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
+COLLECTIVES = collectives.MOVING  # all_reduce, reduce_scatter, all_gather, broadcast
 # dpcore's FIFO slot (DPCORE_SLOT_BYTES): the pipelining segment of the ring broadcast.
 SEGMENT_BYTES = 64 << 10
 
@@ -36,15 +39,12 @@ def ring(coll, S, n, segment=SEGMENT_BYTES):
     """
     if n <= 1:
         return Cost()
-    chunk = S / n
-    if coll == "reduce_scatter":
-        return Cost(n - 1, (n - 1) * chunk, (n - 1) * chunk)
-    if coll == "all_gather":
-        return Cost(n - 1, (n - 1) * chunk)
-    if coll == "all_reduce":
-        return Cost(2 * (n - 1), 2 * (n - 1) * chunk, (n - 1) * chunk)
+    counts = collectives.algo_cost(coll, "ring")
+    if not counts.chain:
+        return _table_cost(counts, S, n)
     m = max(1, math.ceil(S / segment))
-    return Cost(n + m - 2, (n + m - 2) * S / m)
+    steps = counts.steps.of(n, 1) + m - 1  # each segment after the first adds a step
+    return Cost(steps, steps * S / m)
 
 
 def one_shot(coll, S, n):
@@ -61,15 +61,7 @@ def one_shot(coll, S, n):
     broadcast: the root writes S, then every other rank reads S.   T = alpha + 2 S beta
     Bandwidth grows with n (every rank reads everything), so it wins only for small S.
     """
-    if n <= 1:
-        return Cost()
-    if coll == "all_reduce":
-        return Cost(1, (n + 1) * S, (n - 1) * S)
-    if coll == "reduce_scatter":
-        return Cost(1, 2 * S, (n - 1) * S / n)
-    if coll == "all_gather":
-        return Cost(1, S)
-    return Cost(1, 2 * S)
+    return _table_cost(collectives.algo_cost(coll, "one_shot"), S, n) if n > 1 else Cost()
 
 
 def direct(coll, S, n):
@@ -86,16 +78,12 @@ def direct(coll, S, n):
     broadcast: every rank reads S from the root, whose memory serves the n-1 readers at once.
         T = alpha + (n-1) S beta
     """
-    if n <= 1:
-        return Cost()
-    chunk = S / n
-    if coll == "all_reduce":
-        return Cost(2, 2 * (n - 1) * chunk, (n - 1) * chunk)
-    if coll == "reduce_scatter":
-        return Cost(1, (n - 1) * chunk, (n - 1) * chunk)
-    if coll == "all_gather":
-        return Cost(1, (n - 1) * chunk)
-    return Cost(1, (n - 1) * S)
+    return _table_cost(collectives.algo_cost(coll, "direct"), S, n) if n > 1 else Cost()
+
+
+def _table_cost(counts, S, n):
+    """A Cost from the table's counts (dpcore.collectives.AlgoCost) for n ranks and S bytes."""
+    return Cost(counts.steps.of(n, 1), counts.bytes.of(n, S), counts.reduced.of(n, S))
 
 
 def naive(coll, S, n):

@@ -11,6 +11,7 @@ fragmentation are not model states and come on top.
 import math
 import textwrap
 
+from .. import collectives
 from .units import fmt_bytes, fmt_count
 
 # bytes per parameter: (weights, gradients, optimizer state), and what they are
@@ -51,8 +52,9 @@ def comm_per_step(num_params, ranks, stage, grad_bytes=2):
     """Bytes each rank sends per training step: a ring reduce-scatter plus all-gather moves
     2 (N-1)/N psi elements (stages 0-2), stage 3 gathers the parameters once more for the
     backward pass: 3 (N-1)/N psi (ZeRO paper, section 7)."""
-    n = int(ranks)
-    return (3 if stage == 3 else 2) * (n - 1) / n * float(num_params) * grad_bytes
+    calls = ["reduce_scatter", "all_gather"] + ["all_gather"] * (stage == 3)
+    sent = sum((collectives.algo_cost(c, "ring").bytes for c in calls), collectives.Amount())
+    return sent.factor(int(ranks)) * float(num_params) * grad_bytes
 
 
 def fmt_gb(b):

@@ -11,6 +11,7 @@ Command line: python -m dpcore.explain all_reduce --ranks 4 --algo ring
 """
 import numpy as np
 
+from .. import collectives
 from ..cost.formulas import ALGORITHMS, COLLECTIVES
 from ..sharding import shard_range
 from . import schedules
@@ -43,7 +44,7 @@ def simulate(coll, algo, n, count=None, dtype="float32", root=0, local_size=None
     k = local_size or default_local_size(n)
     if algo == "hierarchical" and n % k:
         raise ValueError(f"hierarchical: {n} ranks do not split into nodes of {k}")
-    chained = coll == "broadcast" and algo in ("ring", "hierarchical")
+    chained = collectives.algo_cost(coll, "ring").chain and algo in ("ring", "hierarchical")
     m = (segments or n) if chained else n
     piece_bytes = [(hi - lo) * itemsize for lo, hi in (shard_range(count, m, i)
                                                        for i in range(m))]
@@ -66,13 +67,14 @@ def _steps(coll, algo, n, root, k, m):
 def _start_and_goal(coll, n, m, root):
     """Who holds what at the start, and what each rank must hold at the end."""
     everyone = frozenset(range(n))
-    if coll in ("all_reduce", "reduce_scatter"):
+    row = collectives.get(coll)
+    if row.reduces:
         initial = {r: [frozenset([r])] * m for r in range(n)}
-        if coll == "all_reduce":
+        if row.output == "same_as_input":
             expected = {r: [everyone] * m for r in range(n)}
-        else:
+        else:  # its own shard
             expected = {r: [everyone if c == r else None for c in range(m)] for r in range(n)}
-    elif coll == "all_gather":
+    elif row.output == "sum_of_shards":
         initial = {r: [frozenset([r]) if c == r else None for c in range(m)] for r in range(n)}
         expected = {r: [frozenset([c]) for c in range(m)] for r in range(n)}
     else:

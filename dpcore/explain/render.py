@@ -1,6 +1,7 @@
 """The text picture: for every step, what each rank sends and receives and what it then holds."""
 import textwrap
 
+from .. import collectives
 from ..cost.formulas import cost, derivation
 from ..cost.units import fmt_bytes
 
@@ -148,7 +149,7 @@ def summary(sim):
     busiest = f" (most: r{sent.index(max(sent))})" if min(sent) != max(sent) else ""
     notes = [f"{len(sim.steps)} steps; on the critical path: {c.describe()}.",
              f"Bytes sent per rank: {_size_range(sent)}{busiest}."]
-    if sim.coll in ("all_reduce", "reduce_scatter"):
+    if collectives.get(sim.coll).reduces:
         counts = ", ".join(str(k) for k in sim.reductions)
         notes.append(f"Reductions per chunk, all ranks together: {counts}. Every rank's input "
                      "is counted exactly once in every result: checked.")

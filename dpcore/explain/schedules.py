@@ -3,6 +3,7 @@
 The flat ring is not rebuilt here: it comes from dpcore._C.ring_trace, the verbs the real C++
 templates (csrc/algo/ring.h) run on one rank, so what `explain` shows is what dpcore does.
 """
+from .. import collectives
 from . import blocks as b
 from .sim import ScheduleError, Step, Transfer
 
@@ -15,14 +16,14 @@ def ring_from_trace(coll, n, root=0, segments=1):
     rank's matching verb must receive the same piece."""
     from .._C import ring_trace
 
-    if coll == "broadcast":
+    if collectives.algo_cost(coll, "ring").chain:
         # one element per segment, one segment per round
         traces = [ring_trace(coll, segments, r, n, 1, root) for r in range(n)]
         when = lambda r, i: i + (r - root) % n  # noqa: E731
         answer = lambda r, i: (traces[(r + 1) % n][i], i)  # noqa: E731
     else:
         # one element per chunk and one round, so an element offset is a chunk index
-        counts = [1] * n if coll == "all_gather" else []
+        counts = [1] * n if collectives.get(coll).output == "sum_of_shards" else []
         traces = [ring_trace(coll, n, r, n, 1, 0, counts) for r in range(n)]
         when = lambda r, i: i  # noqa: E731
         answer = lambda r, i: (traces[(r + 1) % n][i + 1], i + 1)  # noqa: E731

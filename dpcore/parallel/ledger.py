@@ -4,13 +4,14 @@ measured, not predicted.
 Held bytes are the nbytes of the arrays the engine keeps, each buffer counted once however many
 views point into it (a ZeRO-1 gradient chunk is a view into the full gradient buffer; it costs
 nothing extra). Sent bytes are counted from the collectives the engine issues, as a ring moves
-them: each rank sends (N-1)/N of a reduce-scatter's input and of an all-gather's output, twice
-that for an all-reduce, and on average (N-1)/N of a broadcast (a chain of N-1 links). The
-same rule whatever algorithm the communicator picks for small messages, so the totals compare
-with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step.
+them (dpcore.collectives.ring_share: each rank sends (N-1)/N of a reduce-scatter's input and of
+an all-gather's output, twice that for an all-reduce, and on average (N-1)/N of a broadcast).
+The same rule whatever algorithm the communicator picks for small messages, so the totals
+compare with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step.
 """
 import time
 
+from ..collectives import ring_share
 from ..devices import array_module
 
 
@@ -48,25 +49,26 @@ class CountingComm:
     def __getattr__(self, name):  # only called for what this class does not define
         return getattr(self._comm, name)
 
-    def _count(self, collective, nbytes, factor):
-        n = self._comm.size
-        self.sent[collective] = self.sent.get(collective, 0) + factor * (n - 1) / n * nbytes
+    def _count(self, collective, nbytes):
+        """nbytes: the whole buffer (an all-gather's output)."""
+        share = ring_share(collective, self._comm.size)
+        self.sent[collective] = self.sent.get(collective, 0) + share * nbytes
 
     def all_reduce(self, x, *args, **kwargs):
-        self._count("all_reduce", x.nbytes, 2)
+        self._count("all_reduce", x.nbytes)
         return self._comm.all_reduce(x, *args, **kwargs)
 
     def reduce_scatter(self, x, *args, **kwargs):
-        self._count("reduce_scatter", x.nbytes, 1)
+        self._count("reduce_scatter", x.nbytes)
         return self._comm.reduce_scatter(x, *args, **kwargs)
 
     def all_gather(self, shard, out=None, *args, **kwargs):
         total = out.nbytes if out is not None else shard.nbytes * self._comm.size
-        self._count("all_gather", total, 1)
+        self._count("all_gather", total)
         return self._comm.all_gather(shard, out, *args, **kwargs)
 
     def broadcast(self, x, *args, **kwargs):
-        self._count("broadcast", x.nbytes, 1)  # N-1 links carry it: (N-1)/N per rank on average
+        self._count("broadcast", x.nbytes)
         return self._comm.broadcast(x, *args, **kwargs)
 
     def wait_all(self, works):

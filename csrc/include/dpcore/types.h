@@ -1,5 +1,6 @@
 // The words every layer shares: element types, reduction ops, collectives and algorithms. Their
-// names are bound to Python once (bindings.cc), so dpcore/ never repeats a code.
+// names are bound to Python once (bindings.cc), so dpcore/ never repeats a code. A collective's
+// name, with the rest of what it is and costs, is its row of coll_table.h.
 #pragma once
 
 #include <cstddef>
@@ -54,12 +55,6 @@ inline const char* dtypeName(DType t) {
 inline const char* opName(ReduceOp op) {
   static const char* names[] = {"sum", "prod", "max", "min", "avg"};
   return names[static_cast<int>(op)];
-}
-
-inline const char* collName(Coll c) {
-  static const char* names[] = {"barrier", "all_reduce", "reduce_scatter", "all_gather",
-                                "broadcast"};
-  return names[static_cast<int>(c)];
 }
 
 inline const char* algoName(Algo a) {
