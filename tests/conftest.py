@@ -25,7 +25,7 @@ def no_dpcore_shm_leak():
     assert not leaked, f"shared memory left behind in /dev/shm: {sorted(leaked)}"
 
 
-@pytest.fixture(params=["numpy", "strict", "cupy"])
+@pytest.fixture(params=["numpy", "strict", pytest.param("cupy", marks=pytest.mark.gpu)])
 def xp(request):
     """The array module a trainer test runs on (array_modules.py): numpy; strict_xp, which fails
     where NumPy-only code would fail on a GPU; cupy, skipped where no GPU is usable."""
