@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+import mpi_helpers
 from array_modules import module_or_skip
 
 SHM = Path("/dev/shm")
@@ -23,6 +24,15 @@ def no_dpcore_shm_leak():
     while (leaked := dpcore_segments() - before) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not leaked, f"shared memory left behind in /dev/shm: {sorted(leaked)}"
+
+
+@pytest.fixture(autouse=True)
+def mpi_marked(request):
+    """Tells run_mpi whether this test is marked mpi: it fails one that launches mpiexec
+    without the mark."""
+    mpi_helpers.current_test_marked_mpi = request.node.get_closest_marker("mpi") is not None
+    yield
+    mpi_helpers.current_test_marked_mpi = None
 
 
 @pytest.fixture(params=["numpy", "strict", pytest.param("cupy", marks=pytest.mark.gpu)])
