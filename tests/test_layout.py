@@ -29,9 +29,11 @@ def script_operand(node, launchers):
 def forwards_first_parameter(function):
     """Whether a test file's own helper launches the script its first parameter names, as
     test_peer_faults.launch(script, n, ...) does through SCRIPTS / script."""
-    first = function.args.args[0].arg if function.args.args else None
+    if not function.args.args:
+        return False
+    first = function.args.args[0].arg
     return any(getattr(script_operand(node, LAUNCHERS), "id", None) == first
-               for node in ast.walk(function)) if first else False
+               for node in ast.walk(function))
 
 
 @functools.cache
@@ -72,7 +74,7 @@ def test_every_script_is_launched_by_a_test_or_shared_by_ones_that_are():
     assert used, "found no launch at all: has run_ok or SCRIPTS been renamed?"
     todo = list(used)
     while todo:  # what the launched scripts import from their own folder, and so on
-        for stem in imported(scripts[todo.pop()]) & set(scripts) - used:
+        for stem in imported(scripts[todo.pop()]) & (set(scripts) - used):
             used.add(stem)
             todo.append(stem)
     orphans = sorted(f"{stem}.py" for stem in set(scripts) - used)
