@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+import mpi_helpers
 from array_modules import module_or_skip
 
 SHM = Path("/dev/shm")
@@ -25,7 +26,16 @@ def no_dpcore_shm_leak():
     assert not leaked, f"shared memory left behind in /dev/shm: {sorted(leaked)}"
 
 
-@pytest.fixture(params=["numpy", "strict", "cupy"])
+@pytest.fixture(autouse=True)
+def mpi_marked(request):
+    """Tells run_mpi whether this test is marked mpi: it fails one that launches mpiexec
+    without the mark."""
+    mpi_helpers.current_test_marked_mpi = request.node.get_closest_marker("mpi") is not None
+    yield
+    mpi_helpers.current_test_marked_mpi = None
+
+
+@pytest.fixture(params=["numpy", "strict", pytest.param("cupy", marks=pytest.mark.gpu)])
 def xp(request):
     """The array module a trainer test runs on (array_modules.py): numpy; strict_xp, which fails
     where NumPy-only code would fail on a GPU; cupy, skipped where no GPU is usable."""

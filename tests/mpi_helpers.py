@@ -6,7 +6,7 @@ of the whole run. run_mpi runs any Python command line on K ranks (`-m dpcore.be
 run_script runs a program from tests/scripts/ through `python -m mpi4py`, so an uncaught exception
 on one rank aborts the job instead of leaving the other ranks waiting; run_python runs one with no
 launcher. A test that launches mpiexec (run_mpi, run_script, run_ok, or a program that starts
-mpiexec itself) is marked `mpi`, so that `pytest -m "not mpi"` runs the unit tests alone.
+mpiexec itself) is marked `mpi` (tests/README.md); run_mpi fails a test that is not.
 """
 import os
 import re
@@ -20,6 +20,10 @@ import pytest
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 DEFAULT_TIMEOUT = 120
+# Whether the test now running is marked mpi (conftest.py sets it around each test; None outside
+# one), so that a test that launches mpiexec without the mark fails instead of running under
+# -m "not mpi".
+current_test_marked_mpi = None
 
 
 def find_mpiexec():
@@ -63,6 +67,8 @@ def run_mpi(n, argv, *, mpiexec_args=(), wrapper=(), **kwargs):
     """run_python(argv) on n ranks: `mpiexec [mpiexec_args] -n n [wrapper] python *argv`.
     `wrapper` goes between mpiexec's arguments and the Python command (e.g.
     scripts/as_child.py); the keyword arguments are run_python's."""
+    if current_test_marked_mpi is False:
+        pytest.fail("this test launches mpiexec: mark it mpi (@pytest.mark.mpi)")
     if MPIEXEC is None:
         pytest.fail("mpiexec not found: pip install mpich (or put an MPI's mpiexec on PATH)")
     return run_python(argv, launcher=[MPIEXEC, *mpiexec_args, "-n", n, *wrapper], **kwargs)

@@ -49,7 +49,8 @@ NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
 CUOBJDUMP = find_tool("cuobjdump", "nvidia-cuda-cuobjdump")
 NVDISASM = find_tool("nvdisasm", "nvidia-cuda-nvdisasm")  # cuobjdump -sass runs it
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, /usr/local/cuda/bin)")]
 needs_disassembler = pytest.mark.skipif(
     CUOBJDUMP is None or NVDISASM is None, reason="cuobjdump or nvdisasm not found: "
     "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (the test extra)")

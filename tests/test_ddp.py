@@ -21,8 +21,9 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("module, k", [("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4),
-                                       ("strict", 2), ("cupy", 1), ("cupy", 2)])
+@pytest.mark.parametrize("module, k", [
+    ("numpy", 1), ("numpy", 2), ("numpy", 3), ("numpy", 4), ("strict", 2),
+    pytest.param("cupy", 1, marks=pytest.mark.gpu), pytest.param("cupy", 2, marks=pytest.mark.gpu)])
 def test_k_ranks_equal_one_process(module, k):
     module_or_skip(module)  # strict_xp: any NumPy-only path fails as it would on a GPU
     _, out = run_script("ddp_equiv.py", k, module, env=ONE_THREAD)

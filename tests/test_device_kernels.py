@@ -18,13 +18,16 @@ SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc", "csrc
            "csrc/cpu/shm_segment.cc"]
 CXX = os.environ.get("CXX", "g++")
 
-pytestmark = pytest.mark.skipif(shutil.which(CXX) is None or sys.platform != "linux",
-                                reason=f"needs {CXX} on Linux")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which(CXX) is None or sys.platform != "linux",
+                                 reason=f"needs {CXX} on Linux")]
+
+
+BUILDS = {"plain": ("-O2",), "thread-sanitizer": ("-O1", "-g", "-fsanitize=thread")}
 
 
 def build(directory, *flags):
     """Starts g++ on kernel_check.cc; returns (process, binary)."""
-    directory.mkdir()
     binary = directory / "kernel_check"
     compile_ = subprocess.Popen([CXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", *flags,
                                  "-Icsrc", "-Icsrc/include", *SOURCES, "-o", str(binary),
@@ -33,10 +36,21 @@ def build(directory, *flags):
     return compile_, binary
 
 
-@pytest.mark.parametrize("build_flags", [("-O2",), ("-O1", "-g", "-fsanitize=thread")],
-                         ids=["plain", "thread-sanitizer"])
-def test_kernels_equal_the_cpu_path(tmp_path, build_flags):
-    compile_, binary = build(tmp_path / "build", *build_flags)
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """{build: (process, binary)}, both builds started at once: each is one g++ of about 10 s on
+    one core, so on two cores the pair takes the time of one."""
+    started = {name: build(tmp_path_factory.mktemp(name), *flags) for name, flags in BUILDS.items()}
+    yield started
+    for compile_, _ in started.values():  # one whose test was deselected, or timed out
+        if compile_.poll() is None:
+            compile_.kill()
+            compile_.communicate()
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_kernels_equal_the_cpu_path(builds, name):
+    compile_, binary = builds[name]
     output, _ = compile_.communicate(timeout=300)
     assert compile_.returncode == 0, output
     result = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)

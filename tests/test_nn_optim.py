@@ -147,6 +147,7 @@ def torch_twin(model):
     return torch, twin
 
 
+@pytest.mark.torch
 def test_mlp_forward_backward_matches_pytorch(xp):
     model = mlp()
     torch, twin = torch_twin(model)
@@ -162,6 +163,7 @@ def test_mlp_forward_backward_matches_pytorch(xp):
                                    err_msg=name)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name,kwargs", [
     ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
     ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
@@ -186,6 +188,7 @@ def test_five_optimizer_steps_match_pytorch(name, kwargs):
         np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=1e-10, atol=1e-12, err_msg=n)
 
 
+@pytest.mark.torch
 def test_embedding_and_float32_mse_match_pytorch():
     torch = pytest.importorskip("torch")
     emb = nn.Embedding(5, 3)
@@ -198,6 +201,7 @@ def test_embedding_and_float32_mse_match_pytorch():
     np.testing.assert_allclose(emb.weight.grad, temb.weight.grad.numpy(), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_matches_pytorch(approximate):
     torch = pytest.importorskip("torch")

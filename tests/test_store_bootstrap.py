@@ -73,7 +73,9 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch's stores need torch (CI installs it)")
 
 
-@pytest.mark.parametrize("store", ["dir", pytest.param("file", marks=needs_torch)])
+@pytest.mark.slow
+@pytest.mark.parametrize("store", [
+    "dir", pytest.param("file", marks=[pytest.mark.torch, needs_torch])])
 def test_collectives_on_a_store_match_numpy_without_mpi(store, tmp_path):
     """3 ranks on a store (torch's FileStore in a PrefixStore, or the test's own DirStore where
     torch is missing): all_reduce, reduce_scatter, all_gather and broadcast at sizes from 0 to
@@ -83,6 +85,8 @@ def test_collectives_on_a_store_match_numpy_without_mpi(store, tmp_path):
     assert ok_ranks(output) == {0, 1, 2}, output
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 @needs_torch
 def test_collectives_under_torchrun(tmp_path):
     """`torchrun --nproc-per-node 2`: the store of torch's env:// rendezvous, the same checks."""
@@ -90,6 +94,7 @@ def test_collectives_under_torchrun(tmp_path):
     assert ok_ranks(output) == {0, 1}, output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, n, victim", [("die-after-hello", 3, 2),
                                              ("die-creating-segment", 2, 0),
                                              ("exit", 2, 1)])
@@ -117,6 +122,7 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
     assert not left - before, f"the dead rank's segments stayed: {left}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode, env, kind, says", [
     ("refuse", {"DPCORE_TRANSPORT": "mpi"}, "ValueError", "DPCORE_TRANSPORT=mpi needs MPI"),
     ("other-host", {}, "RuntimeError", "2 hosts"),
@@ -134,6 +140,7 @@ def test_what_needs_mpi_is_refused_on_every_rank(mode, env, kind, says, tmp_path
         assert says in message and "mpiexec" in message, message
 
 
+@pytest.mark.slow
 def test_a_rank_that_never_comes_is_named_when_the_timeout_runs_out(tmp_path):
     """Rank 0 of 2 alone, DPCORE_TIMEOUT=1: its CommError names rank 1 and the step."""
     output = launch("exit", 2, "dir", tmp_path, env={"DPCORE_TIMEOUT": "1"}, ranks=[0])
@@ -142,6 +149,7 @@ def test_a_rank_that_never_comes_is_named_when_the_timeout_runs_out(tmp_path):
                        "(exchange hosts and pids)"), output
 
 
+@pytest.mark.slow
 def test_ranks_given_different_sizes_are_told_so(tmp_path):
     """Rank 0 told size 2, rank 1 size 3: rank 0 sees it in the hello, and rank 1, which would
     wait for a rank 2 that never comes, hears it from rank 0; neither waits for the timeout."""
@@ -153,6 +161,7 @@ def test_ranks_given_different_sizes_are_told_so(tmp_path):
     assert says in errors[1], output
 
 
+@pytest.mark.slow
 def test_the_trace_is_gathered_through_the_store(tmp_path):
     """DPCORE_TRACE on 2 ranks of a store: at exit rank 0 writes one Chrome trace with both
     ranks' lanes, their collectives in order and the ring's steps (test_trace.py checks the

@@ -12,6 +12,7 @@ from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
 from test_faults import remove_mpi_shm_leftovers
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 
 @pytest.mark.mpi
@@ -20,6 +21,7 @@ def test_torch_collectives_ddp_and_fsdp_match_gloo(n, init_method):
     run_ok("torch_backend.py", n, init_method, timeout=240)
 
 
+@pytest.mark.slow
 def test_under_torchrun_the_backend_bootstraps_through_the_store():
     """torchrun sets env:// and starts no MPI: dpcore's communicator comes from torch's store
     (dpcore.init(store=...)), and torch's collectives are exact there too."""

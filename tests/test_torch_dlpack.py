@@ -6,6 +6,7 @@ import dpcore
 from mpi_helpers import run_ok
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 
 @pytest.mark.mpi

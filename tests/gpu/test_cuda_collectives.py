@@ -8,7 +8,7 @@ import dpcore
 from mpi_helpers import run_ok
 
 pytest.importorskip("cupy")
-pytestmark = [pytest.mark.mpi,
+pytestmark = [pytest.mark.gpu, pytest.mark.mpi,
               pytest.mark.skipif(not dpcore.build_info()["cuda_available"],
                                  reason="needs a CUDA build and a GPU")]
 

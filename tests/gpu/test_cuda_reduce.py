@@ -9,6 +9,7 @@ from dpcore.dtypes import DTYPES, OPS, bfloat16_dtype
 
 bfloat16 = bfloat16_dtype()
 
+pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
 if not dpcore.build_info()["cuda_available"]:
     pytest.skip("no usable GPU in this build or machine", allow_module_level=True)

@@ -7,8 +7,9 @@ import pytest
 import dpcore
 from dpcore import _C
 
-pytestmark = pytest.mark.skipif(not dpcore.build_info()["cuda_available"],
-                                reason="needs a CUDA build and a GPU")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not dpcore.build_info()["cuda_available"],
+                                 reason="needs a CUDA build and a GPU")]
 
 
 def test_device_schedule_equals_host_schedule():
