@@ -1,6 +1,6 @@
 // dpcore._C's backends: one class per transport over the Backend base (core/backend.h), the Job
 // of an async call, and Communicator.alloc's SharedBuffer. Pointers, counts and enum codes in;
-// dpcore/comm.py has checked them. Every blocking call releases the GIL.
+// dpcore/comm/ has checked them. Every blocking call releases the GIL.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -33,7 +33,7 @@ Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& 
                 total);
 }
 
-// (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/transports/mpi.py
+// (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/setup/mpi_endpoint.py
 MpiEndpoint endpoint(py::tuple t) {
   return MpiEndpoint{MpiApi::load(t[0].cast<int>()), t[1].cast<uint64_t>(), t[2].cast<uint64_t>(),
                      t[3].cast<int>(), t[4].cast<int>(), t[5].cast<std::vector<int>>(),
@@ -93,7 +93,7 @@ void bindBackends(py::module_& m) {
             return finished;
           }, py::arg("timeout") = -1.0);
 
-  // The calls every backend takes (dpcore/backend.py documents them). in and out are NumPy
+  // The calls every backend takes (dpcore/comm/backend.py documents them). in and out are NumPy
   // arrays; the caller keeps them alive until the collective is done.
   py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
       .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
@@ -151,7 +151,7 @@ void bindBackends(py::module_& m) {
            py::call_guard<py::gil_scoped_release>());
 
   // endpoint: (handle bytes, comm handle, MPI_BYTE handle, rank, size, rank names, pids), as
-  // dpcore/transports/mpi.py reads them from mpi4py. threaded: MPI_THREAD_MULTIPLE. slots and
+  // dpcore/setup/mpi_endpoint.py reads them from mpi4py. threaded: MPI_THREAD_MULTIPLE. slots and
   // slot_bytes: the ring's, as on shared memory.
   py::class_<MpiBackend, Backend, std::shared_ptr<MpiBackend>>(m, "MpiBackend")
       .def(py::init([](py::tuple world, size_t slots, size_t slotBytes, double timeout,

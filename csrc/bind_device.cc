@@ -1,6 +1,6 @@
 // dpcore._C's DeviceBackend: the device transport (cuda/device_transport.h) behind the Backend
-// calls, with device pointers where the CPU backends take NumPy arrays. dpcore/transports/
-// device.py sets it up; dpcore/comm.py routes CUDA arrays to it.
+// calls, with device pointers where the CPU backends take NumPy arrays. dpcore/setup/
+// device_transport.py sets it up; dpcore/comm/ routes CUDA arrays to it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -1,5 +1,5 @@
 // dpcore._C: the raw API. Pointers, counts and enum codes in; no argument checking beyond what
-// keeps memory safe (dpcore/comm.py checks and speaks NumPy). The backends are bound in
+// keeps memory safe (dpcore/comm/ checks and speaks NumPy). The backends are bound in
 // bind_backends.cc; here the names of the shared vocabulary, the loops and the ring's schedule.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -152,7 +152,7 @@ PYBIND11_MODULE(_C, m) {
       }, "dst[:] = src, C-contiguous arrays, with streaming stores (host/stream_copy.h)");
   m.def("stream_min_bytes", &streamMinBytes,
         "direct writes outputs of at least this many bytes with streaming stores where it can");
-  // For dpcore/arrays.py's overlap checks: exact for C-contiguous arrays, and a few times
+  // For the host path's overlap checks: exact for C-contiguous arrays, and a few times
   // cheaper than numpy.may_share_memory, which small calls would feel.
   m.def("overlap", [](const py::array& a, const py::array& b) -> py::object {
         const auto at = reinterpret_cast<intptr_t>(a.data());
@@ -167,7 +167,8 @@ PYBIND11_MODULE(_C, m) {
   // The common out-of-place (or in-place) call's checks in one step, for the Python path of
   // every small call: out takes x's result as it is (same dtype and shape, both C-contiguous,
   // out writable) and is either x's very memory or apart from it. False sends the caller to
-  // dpcore/arrays.py's checks, which say what is wrong (or accept what this does not know).
+  // the full checks (dpcore/comm/communicator.py), which say what is wrong (or accept what
+  // this does not know).
   m.def("fits_out", [](const py::array& x, const py::array& out) {
         constexpr int kC = py::array::c_style;
         if (!(x.flags() & kC) || !(out.flags() & kC) || !out.writeable()) return false;
@@ -179,7 +180,7 @@ PYBIND11_MODULE(_C, m) {
         const auto ot = reinterpret_cast<uintptr_t>(out.data());
         const auto bytes = static_cast<uintptr_t>(x.nbytes());
         return xt == ot || xt + bytes <= ot || ot + bytes <= xt || bytes == 0;
-      }, "Whether out can take the elementwise result of x as it is (see dpcore/comm.py)");
+      }, "Whether out can take the elementwise result of x as it is (see dpcore/comm/)");
 
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;

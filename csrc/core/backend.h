@@ -1,5 +1,5 @@
-// What dpcore/comm.py holds for a communicator, whatever its transport: the raw calls of
-// dpcore/backend.py's Backend protocol. Queued<Engine> runs an engine's collectives in issue
+// What dpcore/comm/ holds for a communicator, whatever its transport: the raw calls of the
+// Backend protocol (dpcore/comm/backend.py). Queued<Engine> runs an engine's collectives in issue
 // order on the caller's thread or a background one (worker.h); the engines (core/contracts.h:
 // Engine) are Collectives<T> of each transport, and Hierarchical.
 #pragma once

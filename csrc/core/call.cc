@@ -42,7 +42,7 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
   const size_t elem = dtypeSize(task.dtype);
   auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
   if (task.coll == Coll::kAllGather && task.count && in >= out && in < out + task.total * elem) {
-    h.inAt = (in - out) / elem;  // dpcore/comm.py let it in only whole and on an element
+    h.inAt = (in - out) / elem;  // dpcore/comm/ let it in only whole and on an element
   }
   return h;
 }

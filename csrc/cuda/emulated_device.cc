@@ -96,7 +96,7 @@ class EmulatedDevice : public Device {
 
   void* allocShared(size_t bytes, IpcHandle* handle) override {
     static std::atomic<unsigned> made{0};
-    // named as dpcore/shared_memory.py names segments, so its clean-up after a crash finds them
+    // named as dpcore/setup/segments.py names segments, so its clean-up after a crash finds them
     const std::string name = "/dpcore-" + std::to_string(getpid()) + "-emulated-" +
                              std::to_string(made++);
     if (name.size() >= sizeof(handle->bytes)) throw std::length_error("dpcore: handle too long");

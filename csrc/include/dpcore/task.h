@@ -1,4 +1,4 @@
-// One collective as one rank asked for it. dpcore/comm.py has checked the arguments; every
+// One collective as one rank asked for it. dpcore/comm/ has checked the arguments; every
 // transport and algorithm reads this and nothing else of the call.
 #pragma once
 
@@ -26,7 +26,7 @@ struct Task {
   uintptr_t stream = 0;
 };
 
-// A task from the bindings' codes and pointers (dpcore/comm.py has checked them).
+// A task from the bindings' codes and pointers (dpcore/comm/ has checked them).
 inline Task taskOf(int coll, int dtype, int op, int root, int algo, const void* in, void* out,
                    size_t count, size_t total, uintptr_t stream = 0) {
   Task t;
