@@ -92,9 +92,11 @@ class Communicator:
         "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result.
         CUDA arrays (CuPy, torch, __cuda_array_interface__) run on the device."""
         if type(x) is np.ndarray:
+            # the call of a user's loop, checked in one step: it is all of a small call's cost
             codes = REDUCTIONS.get((x.dtype, op))
+            if codes is not None and out is None and x.flags.c_contiguous:
+                out = np.empty_like(x)
             if codes is not None and type(out) is np.ndarray and _C.fits_out(x, out):
-                # the call of a user's loop, checked in one step: it is all of a small call's cost
                 path = self._host
                 return self._launch(path, ALL_REDUCE, *codes, 0,
                                     choose(algo, "all_reduce", x.nbytes, path.rules), x, out,
