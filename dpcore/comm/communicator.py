@@ -94,13 +94,14 @@ class Communicator:
         if type(x) is np.ndarray:
             # the call of a user's loop, checked in one step: it is all of a small call's cost
             codes = REDUCTIONS.get((x.dtype, op))
-            if codes is not None and out is None and x.flags.c_contiguous:
-                out = np.empty_like(x)
-            if codes is not None and type(out) is np.ndarray and _C.fits_out(x, out):
-                path = self._host
-                return self._launch(path, ALL_REDUCE, *codes, 0,
-                                    choose(algo, "all_reduce", x.nbytes, path.rules), x, out,
-                                    x.size, x.size, out, async_op)
+            if codes is not None:
+                if out is None and x.flags.c_contiguous:
+                    out = np.empty_like(x)  # apart from x, so fits_out takes it
+                if type(out) is np.ndarray and _C.fits_out(x, out):
+                    path = self._host
+                    return self._launch(path, ALL_REDUCE, *codes, 0,
+                                        choose(algo, "all_reduce", x.nbytes, path.rules), x,
+                                        out, x.size, x.size, out, async_op)
         path, a, wrap = self._view(x, "x")
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
