@@ -11,12 +11,20 @@ dpcore.init twice on one), so every key carries a mark that no earlier bootstrap
 used. Until the hello (the pids) the mark is "generation g", g from store.add on a counter of
 this rank's own: the same on every rank, as they begin their communicators in one order; from
 then on rank 0's random one, which the hello carried.
+
+Before anything waits, each rank announces its host and pid under the mark ("who"), so that the
+peers on its host watch its process from then on, as the launcher's pids do over MPI: a rank
+killed before its hello is named at once. Two processes that claim one rank both count on its
+counter, so the second is one generation on: it finds the first's announcement, from a live
+process, in the generation before its own, and says so instead of waiting for peers that are
+not coming.
 """
+import os
 import pickle
 import sys
 import time
 
-from .bootstrap import WireError
+from .bootstrap import WireError, host_id, process_gone
 
 
 class StoreWire:
@@ -27,11 +35,51 @@ class StoreWire:
     def __init__(self, store, rank, size, prefix="dpcore"):
         self.store, self.rank, self.size, self.prefix = store, rank, size, prefix
         self._broken = None  # why the store failed
-        self.mark = f"generation {self._store(store.add, f'{prefix}/begun/{rank}', 1)}"
+        try:
+            self._generation = self._store(store.add, f"{prefix}/begun/{rank}", 1)
+        except WireError:  # the hello fails alike, in the bootstrap: "dpcore init on rank R"
+            self._generation = 0
+        self.mark = f"generation {self._generation}"
+        self._host, self._pid = host_id(), os.getpid()
+        self._send_quietly((self._host, self._pid), self._who(self._generation, rank))
+        self._claimed = None  # the other process found holding this rank, once looked at
 
     def pids(self):
-        """Nothing is known of the peers before the hello: the deadline watches them."""
+        """Nothing is known of the peers yet: watch() learns their pids as they announce."""
         return [0] * self.size
+
+    def watch(self, pids):
+        """Before the hello: the pids of the peers on this host that have announced themselves,
+        into `pids`; why this rank cannot go on ("" if it can): another live process took it."""
+        for r in [r for r in range(self.size) if r != self.rank and not pids[r]]:
+            host, pid = self._announced(self._generation, r) or (None, 0)
+            if host == self._host:
+                pids[r] = pid
+        if self._claimed is None and self._generation > 1:
+            host, pid = self._announced(self._generation - 1, self.rank) or (None, 0)
+            self._claimed = pid if host == self._host and pid != self._pid else 0
+        if self._claimed and not process_gone(self._claimed):
+            return (f"rank {self.rank} was claimed twice: by pid {self._claimed} and by this "
+                    f"process, pid {self._pid} (each process of a job takes a rank of its own)")
+        return ""
+
+    def _who(self, generation, rank):
+        return f"{self.prefix}/generation {generation}/who/{rank}"
+
+    def _announced(self, generation, rank):
+        key = self._who(generation, rank)
+        try:
+            if self._store(self.store.check, [key]):
+                return pickle.loads(self._store(self.store.get, key))
+        except WireError:  # the step's own messages fail too, and say so
+            pass
+        return None
+
+    def _send_quietly(self, obj, key):
+        try:
+            self._store(self.store.set, key, pickle.dumps(obj))
+        except WireError:  # the step's own messages fail too, and say so
+            pass
 
     def settle(self, boot):
         pass  # the keys of this bootstrap already differ from any other's (the mark)
