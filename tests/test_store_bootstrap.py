@@ -235,3 +235,14 @@ def test_a_rank_claimed_twice_is_told_so_within_seconds(tmp_path):
     rank, seconds, message = errors[0]
     assert rank == "1" and float(seconds) < BOUND, output
     assert message.startswith("CommError: dpcore init on rank 1: rank 1 was claimed twice"), output
+
+
+@pytest.mark.slow
+def test_a_job_on_a_reused_store_takes_nothing_an_earlier_job_left(tmp_path):
+    """Issue 27: a job's rank 1 alone on a store times out in its hello (DPCORE_TIMEOUT=1),
+    leaving its counter one on and its hello unread; the next job's two ranks on the same store
+    must meet each other, neither taking that hello nor blaming the earlier job's process."""
+    first = launch("duplicate", 2, "dir", tmp_path, ranks=[1], env={"DPCORE_TIMEOUT": "1"})
+    assert "timed out after 1 s waiting for rank 0" in first, first
+    output = launch("duplicate", 2, "dir", tmp_path, env={"DPCORE_TIMEOUT": "10"})
+    assert ok_ranks(output) == {0, 1}, output

@@ -12,12 +12,20 @@ used. Until the hello (the pids) the mark is "generation g", g from store.add on
 this rank's own: the same on every rank, as they begin their communicators in one order; from
 then on rank 0's random one, which the hello carried.
 
-Before anything waits, each rank announces its host and pid under the mark ("who"), so that the
-peers on its host watch its process from then on, as the launcher's pids do over MPI: a rank
-killed before its hello is named at once. Two processes that claim one rank both count on its
-counter, so the second is one generation on: it finds the first's announcement, from a live
-process, in the generation before its own, and says so instead of waiting for peers that are
-not coming.
+Before anything waits, each rank announces its host, pid and the time under the mark ("who"),
+so that the peers on its host watch its process from then on, as the launcher's pids do over
+MPI: a rank killed before its hello is named at once. Two processes that claim one rank both
+count on its counter, so the second is one generation on: it finds the first's announcement,
+from a live process, in the generation before its own, and says so instead of waiting for peers
+that are not coming.
+
+The counters outlive a job too (a FileStore's file reused by the next job): a rank of an earlier
+job that died in its bootstrap leaves its counter, its announcement and its unread messages. So
+a message before the hello carries its sender's pid, and is taken only from the process that
+announced itself for that rank; an announcement from a process that is gone and was made before
+this one began is an earlier job's: its rank is not blamed for it, and where that rank's live
+process has counted further, this rank moves on to its generation (the counters of the jobs'
+ranks differ by what the earlier job left).
 """
 import os
 import pickle
@@ -41,8 +49,9 @@ class StoreWire:
             self._generation = 0
         self.mark = f"generation {self._generation}"
         self._host, self._pid = host_id(), os.getpid()
-        self._send_quietly((self._host, self._pid), self._who(self._generation, rank))
+        self._announce()
         self._claimed = None  # the other process found holding this rank, once looked at
+        self._early = []  # what was sent before the hello: sent again if this rank moves on
 
     def pids(self):
         """Nothing is known of the peers yet: watch() learns their pids as they announce."""
@@ -52,16 +61,52 @@ class StoreWire:
         """Before the hello: the pids of the peers on this host that have announced themselves,
         into `pids`; why this rank cannot go on ("" if it can): another live process took it."""
         for r in [r for r in range(self.size) if r != self.rank and not pids[r]]:
-            host, pid = self._announced(self._generation, r) or (None, 0)
-            if host == self._host:
-                pids[r] = pid
+            who = self._announced(self._generation, r)
+            if who is not None and self._stale(who):
+                self._follow(r)
+            elif who is not None and who[0] == self._host:
+                pids[r] = who[1]
         if self._claimed is None and self._generation > 1:
-            host, pid = self._announced(self._generation - 1, self.rank) or (None, 0)
+            host, pid, _ = self._announced(self._generation - 1, self.rank) or (None, 0, 0)
             self._claimed = pid if host == self._host and pid != self._pid else 0
         if self._claimed and not process_gone(self._claimed):
             return (f"rank {self.rank} was claimed twice: by pid {self._claimed} and by this "
                     f"process, pid {self._pid} (each process of a job takes a rank of its own)")
         return ""
+
+    def _announce(self):
+        self._send_quietly((self._host, self._pid, time.time()),
+                           self._who(self._generation, self.rank))
+
+    def _stale(self, who):
+        """Whether announcement `who` is an earlier job's: its process, on this host, is gone,
+        and announced itself before this process began."""
+        host, pid, when = who
+        return host == self._host and when < _STARTED and process_gone(pid)
+
+    def _follow(self, r):
+        """Rank r's announcement in this generation is an earlier job's: if r's live process
+        counted further, move on to its generation, sending again what was sent here."""
+        g, live = self._generation + 1, None
+        while (who := self._announced(g, r)) is not None:
+            live = g if not self._stale(who) else live
+            g += 1
+        if live is None:
+            return
+        try:
+            self._store(self.store.add, f"{self.prefix}/begun/{self.rank}",
+                        live - self._generation)
+        except WireError:  # the step's own messages fail too, and say so
+            return
+        early = self._early
+        for _, peers, tag in early:
+            for dst in peers:
+                self._store(self.store.delete_key, self._key(tag, self.rank, dst))
+        self._generation, self._early = live, []
+        self.mark = f"generation {live}"
+        self._announce()
+        for obj, peers, tag in early:
+            self.send(obj, peers, tag)
 
     def _who(self, generation, rank):
         return f"{self.prefix}/generation {generation}/who/{rank}"
@@ -89,7 +134,9 @@ class StoreWire:
 
     def send(self, obj, peers, tag):
         """obj to each rank in `peers`, under `tag`: "hello", "abort" or a step's number."""
-        value = pickle.dumps(obj)
+        value = pickle.dumps((self._pid, obj))
+        if self._before_hello():
+            self._early.append((obj, peers, tag))
         for dst in peers:
             self._store(self.store.set, self._key(tag, self.rank, dst), value)
 
@@ -101,9 +148,20 @@ class StoreWire:
         for src in sources:
             key = self._key(tag, src, self.rank)
             if self._store(self.store.check, [key]):
-                taken.append(pickle.loads(self._store(self.store.get, key)))
+                pid, obj = pickle.loads(self._store(self.store.get, key))
                 self._store(self.store.delete_key, key)
+                if not self._before_hello() or self._sent_by(pid, src):
+                    taken.append(obj)
         return taken
+
+    def _before_hello(self):
+        return self.mark.startswith("generation ")
+
+    def _sent_by(self, pid, src):
+        """Whether process `pid` is the one announced as rank `src` in this generation (else
+        its message is an earlier job's, left unread)."""
+        who = self._announced(self._generation, src)
+        return who is not None and who[1] == pid and not self._stale(who)
 
     def all_sent(self, sources, tag):
         """Whether every rank in `sources` has sent under `tag`: one round trip to the store
@@ -126,6 +184,21 @@ class StoreWire:
                 first = (str(e).strip().splitlines() or [""])[0]  # torch appends a C++ stack
                 self._broken = f"the store failed: {type(e).__name__}: {first}"
         raise WireError(self._broken)
+
+
+def _process_start():
+    """When this process began, in time.time()'s clock (/proc: its start in clock ticks since
+    boot; CLOCK_BOOTTIME: now since boot)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return time.time() - since_boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time()  # at import: later than the process began, never earlier
+
+
+_STARTED = _process_start()
 
 
 def refuse_what_needs_mpi(boot, settings):
