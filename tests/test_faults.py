@@ -120,6 +120,7 @@ def test_a_survivor_that_ends_normally_after_a_failed_call_does_not_hang_in_fina
 
     _, output = run_script("exit_after_failure.py", 2, mpiexec_args=["-disable-auto-cleanup"],
                            env={"DPCORE_TIMEOUT": "10"}, timeout=60, check=False)
+    remove_mpi_shm_leftovers(output)
     assert "rank 0: error | dpcore all_reduce #1 on rank 0: mismatch" in output, output
     ended = rank_lines(output, "survivor ended after")
     assert 1 in ended and float(ended[1]) < GRACE_S + 3, output
