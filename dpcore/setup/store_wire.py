@@ -50,7 +50,7 @@ class StoreWire:
         self.mark = f"generation {self._generation}"
         self._host, self._pid = host_id(), os.getpid()
         self._announce()
-        self._claimed = None  # the other process found holding this rank, once looked at
+        self._claimed = 0  # the pid of another process of this job found holding this rank
         self._early = []  # what was sent before the hello: sent again if this rank moves on
 
     def pids(self):
@@ -59,17 +59,20 @@ class StoreWire:
 
     def watch(self, pids):
         """Before the hello: the pids of the peers on this host that have announced themselves,
-        into `pids`; why this rank cannot go on ("" if it can): another live process took it."""
+        into `pids`; why this rank cannot go on ("" if it can): another process of this job took
+        it."""
         for r in [r for r in range(self.size) if r != self.rank and not pids[r]]:
             who = self._announced(self._generation, r)
             if who is not None and self._stale(who):
                 self._follow(r)
             elif who is not None and who[0] == self._host:
                 pids[r] = who[1]
-        if self._claimed is None and self._generation > 1:
-            host, pid, _ = self._announced(self._generation - 1, self.rank) or (None, 0, 0)
-            self._claimed = pid if host == self._host and pid != self._pid else 0
-        if self._claimed and not process_gone(self._claimed):
+        if not self._claimed and self._generation > 1:
+            who = self._announced(self._generation - 1, self.rank)
+            if (who is not None and who[0] == self._host and who[1] != self._pid
+                    and not self._stale(who)):  # live, or began after this one: this job's
+                self._claimed = who[1]
+        if self._claimed:
             return (f"rank {self.rank} was claimed twice: by pid {self._claimed} and by this "
                     f"process, pid {self._pid} (each process of a job takes a rank of its own)")
         return ""
