@@ -16,8 +16,8 @@ Before anything waits, each rank announces its host, pid and the time under the 
 so that the peers on its host watch its process from then on, as the launcher's pids do over
 MPI: a rank killed before its hello is named at once. Two processes that claim one rank both
 count on its counter, so the second is one generation on: it finds the first's announcement,
-from a live process, in the generation before its own, and says so instead of waiting for peers
-that are not coming.
+from a process of this job (alive, or begun after it), in the generation before its own, and
+says so instead of waiting for peers that are not coming.
 
 The counters outlive a job too (a FileStore's file reused by the next job): a rank of an earlier
 job that died in its bootstrap leaves its counter, its announcement and its unread messages. So
