@@ -13,6 +13,7 @@
 #include "algo/ring.h"
 #include "algo/trace_prims.h"
 #include "dpcore/limits.h"
+#include "core/process.h"
 #include "core/tuner.h"
 #include "host/reduce.h"
 #include "host/stream_copy.h"
@@ -202,6 +203,10 @@ PYBIND11_MODULE(_C, m) {
   bindRingTrace(m, "ring_trace", [](RingCall call, const std::vector<size_t>& offsets) {
     return hostTrace(call, offsets);
   });
+
+  m.def("exit_after", &exitAfter, py::arg("seconds"), py::arg("status"),
+        "End this process with _exit(status) after `seconds` unless it has ended by then (a "
+        "thread of its own: it works in MPI_Finalize, after the interpreter finalized)");
 
   m.def("build_info", [] {
     py::dict info;

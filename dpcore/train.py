@@ -7,7 +7,6 @@ so any N trains the same model as one process, up to float rounding, and prints 
 accuracy curve; only samples/s and the communication share change with N. --device cuda trains
 on the GPUs (CuPy; one per rank of a node), the data put there once.
 """
-import json
 import os
 import sys
 import time
@@ -220,25 +219,19 @@ def warmed_up(args, step, steps_per_epoch):
 
 
 def save(engine, path, epoch):
-    """The checkpoint, then the epoch it ends (train.json beside its versions): a crash between
-    the two resumes one epoch early, with the newer weights."""
-    engine.save(path)
-    if engine.comm.rank == 0:
-        tmp = os.path.join(path, "train.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump({"epoch": epoch}, f)
-        os.replace(tmp, os.path.join(path, "train.json"))
+    """The checkpoint, with the epoch it ends in its meta.json (under the manifest's checksum,
+    so the two cannot part or be changed apart)."""
+    engine.save(path, extra={"epoch": epoch})
 
 
 def resume(engine, path):
-    """Loads the checkpoint in `path`; returns the epoch it was saved after."""
-    engine.load(path)
-    try:
-        with open(os.path.join(path, "train.json")) as f:
-            return int(json.load(f)["epoch"])
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path} holds no epoch count (train.json) from dpcore.train --save: "
-                         f"{e}") from None
+    """Loads the checkpoint in `path`; returns the epoch it was saved after (the same on every
+    rank: every rank read the same checked meta.json)."""
+    epoch = engine.load(path).get("epoch")
+    if not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 1):
+        raise ValueError(f"{path} holds no epoch count from dpcore.train --save (its epoch is "
+                         f"{epoch!r}, not a whole number of 1 or more)")
+    return epoch
 
 
 def print_ledger(engine, comm):

@@ -108,3 +108,19 @@ def test_a_rank_that_closed_is_reported_at_once(n):
         assert float(seconds) < 15, f"rank {r} took {seconds} s to notice:\n{output}"
         assert re.match(rf"dpcore all_reduce #2 on rank {r}: ", message), message
         assert f"rank {n - 1} closed its communicator" in message, message
+
+
+def test_a_survivor_that_ends_normally_after_a_failed_call_does_not_hang_in_finalize():
+    """Issue 27: rank 0 leaves Python normally after its CommError while rank 1, whose call
+    failed too, lingers and never finalizes MPI: rank 0's process ends within seconds
+    (dpcore.comm.ending: MPI_Finalize gets GRACE_S), where it used to wait in MPI_Finalize for
+    as long as rank 1 lived. (-disable-auto-cleanup: so that the launcher does not end rank 1,
+    which watches rank 0's pid, when rank 0 ends without MPI_Finalize.)"""
+    from dpcore.comm.ending import GRACE_S
+
+    _, output = run_script("exit_after_failure.py", 2, mpiexec_args=["-disable-auto-cleanup"],
+                           env={"DPCORE_TIMEOUT": "10"}, timeout=60, check=False)
+    remove_mpi_shm_leftovers(output)
+    assert "rank 0: error | dpcore all_reduce #1 on rank 0: mismatch" in output, output
+    ended = rank_lines(output, "survivor ended after")
+    assert 1 in ended and float(ended[1]) < GRACE_S + 3, output

@@ -96,11 +96,13 @@ def test_collectives_under_torchrun(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode, n, victim", [("die-after-hello", 3, 2),
+                                             ("die-before-hello", 3, 2),
                                              ("die-creating-segment", 2, 0),
                                              ("exit", 2, 1)])
 def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, n, victim,
                                                                            tmp_path):
-    """A rank SIGKILLed inside init once the pids were exchanged, or after it created the node's
+    """A rank SIGKILLed inside init before its hello (it announced its pid first thing: issue
+    27), once the pids were exchanged, or after it created the node's
     segment (which nobody may map now: the survivors remove it), or one that exits without
     closing its communicator while the others are in an all_reduce (it tells them at exit): every
     other rank raises a CommError naming it, and no other rank, within BOUND seconds
@@ -129,7 +131,7 @@ def test_a_rank_that_dies_or_exits_is_named_by_every_other_within_seconds(mode, 
 ], ids=["transport-mpi", "two-hosts"])
 def test_what_needs_mpi_is_refused_on_every_rank(mode, env, kind, says, tmp_path):
     """With a store there is no MPI to carry bytes between hosts: DPCORE_TRANSPORT=mpi, or a rank
-    on another host (rank 1's dpcore.setup.bootstrap._host is faked) make init raise on every rank,
+    on another host (rank 1's dpcore.setup.bootstrap.host_id is faked) make init raise on every rank,
     saying that MPI is needed and how to launch with it. (The other settings that need MPI:
     test_one_rank_on_a_store_and_bad_arguments.)"""
     output = launch(mode, 2, "dir", tmp_path, env=env)
@@ -200,3 +202,47 @@ def test_one_rank_on_a_store_and_bad_arguments(tmp_path, monkeypatch):
         dpcore.init(object(), store=store, rank=0, size=1)
     with pytest.raises(ValueError, match="go with a store"):
         dpcore.init(rank=0, size=1)
+
+
+class _GoneStore:
+    """A store whose server went away (a TCPStore hosted by a rank that died): every call fails
+    as torch's do."""
+
+    def _gone(self, *args):
+        raise RuntimeError("Connection reset by peer\nException raised from recvBytes at ...")
+
+    set = get = check = add = delete_key = _gone
+
+
+def test_a_store_gone_before_init_is_the_same_comm_error_as_other_init_failures():
+    """Issue 27: init on a store that is gone fails as any init failure does: CommError "dpcore
+    init on rank R: the store failed: ...", naming the step, torch's stack left out."""
+    with pytest.raises(dpcore.CommError) as raised:
+        dpcore.init(store=_GoneStore(), rank=1, size=2, timeout=5)
+    assert str(raised.value) == ("dpcore init on rank 1: the store failed: RuntimeError: "
+                                 "Connection reset by peer (exchange hosts and pids)")
+
+
+@pytest.mark.slow
+def test_a_rank_claimed_twice_is_told_so_within_seconds(tmp_path):
+    """Issue 27: rank 1 started twice on a store of size 2. One pair initialises and works; the
+    other process claiming rank 1 says so within seconds (DPCORE_TIMEOUT=60), naming no
+    innocent rank."""
+    output = launch("duplicate", 2, "dir", tmp_path, ranks=[0, 1, 1])
+    ok = re.findall(r"^rank (\d+): ok$", output, re.MULTILINE)
+    errors = re.findall(r"^rank (\d+): error (\S+) \| (.*)$", output, re.MULTILINE)
+    assert sorted(ok) == ["0", "1"] and len(errors) == 1, output
+    rank, seconds, message = errors[0]
+    assert rank == "1" and float(seconds) < BOUND, output
+    assert message.startswith("CommError: dpcore init on rank 1: rank 1 was claimed twice"), output
+
+
+@pytest.mark.slow
+def test_a_job_on_a_reused_store_takes_nothing_an_earlier_job_left(tmp_path):
+    """Issue 27: a job's rank 1 alone on a store times out in its hello (DPCORE_TIMEOUT=1),
+    leaving its counter one on and its hello unread; the next job's two ranks on the same store
+    must meet each other, neither taking that hello nor blaming the earlier job's process."""
+    first = launch("duplicate", 2, "dir", tmp_path, ranks=[1], env={"DPCORE_TIMEOUT": "1"})
+    assert "timed out after 1 s waiting for rank 0" in first, first
+    output = launch("duplicate", 2, "dir", tmp_path, env={"DPCORE_TIMEOUT": "10"})
+    assert ok_ranks(output) == {0, 1}, output

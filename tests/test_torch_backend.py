@@ -45,3 +45,30 @@ def test_a_rank_killed_in_ddp_training_fails_the_others_backward(tmp_path):
     assert set(errors) == {0}, output
     seconds, message = errors[0].split(" | ", 1)
     assert float(seconds) < 15 and "dpcore" in message and "rank 1" in message, output
+
+
+@pytest.mark.mpi
+def test_mismatches_through_torch_fail_on_every_rank_at_once():
+    """Issue 27 (tests/scripts/torch_mismatch.py): broadcast and all_gather_into_tensor of
+    tensors of one byte size but different dtypes are a CommError on every rank (the header
+    carries the dtype and element count, not bytes); an async call's error through its future is
+    one line that carries dpcore's message (torch words it; Work.wait() raises the CommError
+    itself); new_group with rank lists that differ between ranks fails where they differ."""
+    output = run_ok("torch_mismatch.py", 3, env={"DPCORE_TIMEOUT": "5"}, timeout=120)
+    for case in ("bytes_broadcast", "bytes_gather", "future", "members"):
+        lines = rank_lines(output, case)
+        assert set(lines) == {0, 1, 2}, output
+        for rank, line in lines.items():
+            seconds, kind, lines, message = line.split(" | ")
+            assert float(seconds) < 2, output
+            if case.startswith("bytes"):
+                assert kind == "CommError" and "mismatch" in message, output
+                assert "dtype=float32" in message, output
+            elif case == "future":
+                assert kind == "RuntimeError" and lines == "1", output
+                assert "CommError: dpcore all_reduce #1" in message and "At:" not in message
+            elif rank == 2:
+                assert kind == "CommError" and "has [1, 2]" in message, output
+                assert "global rank 1 has [0, 1]" in message, output
+            else:  # ranks 0 and 1 agree on [0, 1]: their group works
+                assert kind == "none", output

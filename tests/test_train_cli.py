@@ -139,3 +139,31 @@ def test_device_cuda_trains_on_the_gpu():
         # the GPU's sums round in another order: the same model, not the same bits
         assert abs(float(loss_c) - float(loss_g)) < 2e-3, (cpu, gpu)
         assert abs(float(acc_c) - float(acc_g)) < 0.02, (cpu, gpu)
+
+
+@pytest.mark.parametrize("epoch, sealed, says", [(1000000, False, "checksum"),
+                                                 (-5, True, "epoch is -5")])
+def test_the_epoch_of_a_checkpoint_is_checked_like_its_state(tmp_path, epoch, sealed, says):
+    """Issue 27: the epoch a run resumes after is part of the checkpoint's manifest. Changed
+    (as train.json was: a separate file beside it), the checksum refuses it; sealed (the
+    checksum recomputed), a value no save writes is refused rather than trained from."""
+    import json
+
+    from dpcore.parallel import manifest
+
+    ck = tmp_path / "ck"
+    run_python(["-m", "dpcore.train", "--epochs", "1", "--hidden", "8", "--save", ck],
+               env=ONE_THREAD)
+    if (ck / "train.json").exists():  # where the epoch was kept, outside the manifest
+        (ck / "train.json").write_text(json.dumps({"epoch": epoch}))
+    meta_file = ck / (ck / "latest").read_text() / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    if "extra" in meta:
+        meta["extra"]["epoch"] = epoch
+        if sealed:
+            meta["checksum"] = manifest.digest({k: v for k, v in meta.items() if k != "checksum"})
+        meta_file.write_text(json.dumps(meta))
+    rc, out = run_python(["-m", "dpcore.train", "--epochs", "2", "--hidden", "8", "--resume",
+                          ck], env=ONE_THREAD, check=False)
+    assert rc != 0 and says in out and "nothing to train" not in out, out
+    assert "epoch  -4" not in out, out

@@ -2,10 +2,13 @@
 #include "core/process.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace dpcore {
 
@@ -29,6 +32,13 @@ ProcessState processState(pid_t pid) {
     default:
       return ProcessState::kRunning;
   }
+}
+
+void exitAfter(double seconds, int status) {
+  std::thread([seconds, status] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    _exit(status);
+  }).detach();
 }
 
 }  // namespace dpcore

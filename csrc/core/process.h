@@ -12,4 +12,9 @@ enum class ProcessState { kRunning, kStopped, kGone };
 ProcessState processState(pid_t pid);
 inline bool processAlive(pid_t pid) { return processState(pid) != ProcessState::kGone; }
 
+// Ends this process with _exit(status) after `seconds`, unless it has ended by then: from a
+// thread of its own, so it works where no Python code runs any more (in MPI_Finalize, which
+// runs after the interpreter has finalized, waiting for a peer that failed).
+void exitAfter(double seconds, int status);
+
 }  // namespace dpcore

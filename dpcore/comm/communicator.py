@@ -20,6 +20,7 @@ from ..dtypes import (ALGORITHM_NAMES, ALL_GATHER, ALL_REDUCE, BARRIER, BROADCAS
 from ..setup import connect
 from ..setup.mpi_comms import release_when_dropped
 from ..sharding import shard_range
+from . import ending
 from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
 from .cuda_arrays import device_view
 from .device_path import DevicePath
@@ -41,7 +42,11 @@ class Communicator:
         self._backend = None
         me = threading.current_thread()
         self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
-        made = connect.communicator(mpi_comm, timeout, store, rank, size)
+        try:
+            made = connect.communicator(mpi_comm, timeout, store, rank, size)
+        except _C.CommError as e:
+            ending.note_failure(e)
+            raise
         self.settings, self.timeout, self.mpi = made.settings, made.timeout, made.boot.comm
         self.rank, self.size = made.boot.rank, made.boot.size
         self.local_rank, self.local_size = made.node.rank, made.node.size
@@ -274,8 +279,9 @@ class Communicator:
         if not async_op:
             try:
                 path.run(coll, dtype, op, root, algo, a, out_a, count, total)
-            except RuntimeError:
+            except RuntimeError as e:
                 self._in_flight.orphan(a, out_a)
+                ending.note_failure(e)
                 raise
             return result
         self._in_flight.reap()
@@ -317,13 +323,15 @@ class Communicator:
 
 # Communicators not closed yet. A rank that exits without closing one says so to its peers (at
 # exit, before MPI finalizes), so that none waits for it until its timeout: the process lives on
-# in MPI_Finalize, waiting for them.
+# in MPI_Finalize, waiting for them. Where a call failed, it then ends without MPI_Finalize
+# (ending.py).
 _live = weakref.WeakSet()
 
 
 @atexit.register
 def _leave_at_exit():
     if not _live:  # none made: MPI need not even be importable
+        ending.end()
         return
     mpi = sys.modules.get("mpi4py.MPI")  # imported where a communicator was made over MPI
     finalized = mpi is not None and mpi.Is_finalized()
@@ -336,6 +344,7 @@ def _leave_at_exit():
                 comm._backend.leave(why)
             except Exception:  # a failed call is already the peers' news
                 pass
+    ending.end(any(comm._in_flight.failed() for comm in list(_live)))
 
 
 def init(mpi_comm=None, timeout=None, *, store=None, rank=None, size=None):

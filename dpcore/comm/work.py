@@ -64,5 +64,9 @@ class InFlight:
             self._orphans += [w._keep_alive for w in self._pending if w.failed()]
             self._pending = [w for w in self._pending if not w.done()]
 
+    def failed(self):
+        """Whether a call of these failed (an async one, perhaps never waited for)."""
+        return bool(self._orphans) or any(w.failed() for w in self._pending)
+
     def clear(self):
         self._pending = []

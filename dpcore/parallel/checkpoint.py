@@ -5,7 +5,8 @@ A checkpoint is a directory:
     path/latest               the name of the committed version, e.g. "v-5f0c..."
     path/v-5f0c.../meta.json  layout: parameter names, shapes and flat ranges; world size,
                               stage, the optimizer's class and scalar state (Adam's step);
-                              the manifest: every file's sha256 (manifest.py)
+                              the caller's extra (dpcore.train's epoch); the manifest:
+                              every file's sha256 (manifest.py)
     path/v-5f0c.../rank1.json       the flat ranges rank 1 wrote, in file order
     path/v-5f0c.../rank1.params.npy its parameters there (master weights, if any), then one
     path/v-5f0c.../rank1.exp_avg.npy  file per optimizer array (Adam's moments), same ranges
@@ -42,8 +43,8 @@ MESSAGE_BYTES = 1024  # of the first failing rank's error, sent to the others
 
 # -- save ------------------------------------------------------------------------------------------
 
-def save(engine, path):
-    """Called on every rank, between steps."""
+def save(engine, path, extra=None):
+    """Called on every rank, between steps; `extra` (a JSON dict) goes into meta.json."""
     comm = engine.comm
     token = _shared_token(comm)
     tmp = os.path.join(path, f".tmp-{token}")
@@ -56,7 +57,8 @@ def save(engine, path):
         _agree(comm, failed, lambda: _write_rank(engine, tmp, comm.rank) if writer else None)
         # every rank's files are written and synced; nobody returns before the commit
         _agree(comm, failed,
-               lambda: _commit(path, tmp, f"v-{token}", _meta(engine, tmp)) if first else None)
+               lambda: _commit(path, tmp, f"v-{token}", _meta(engine, tmp, extra or {}))
+               if first else None)
     except ValueError:
         if first:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -154,16 +156,16 @@ def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)  # CuPy arrays come to the host
 
 
-def _meta(engine, directory):
-    """meta.json: the layout, the optimizer, the manifest of every writer's files (read from
-    their rank files in `directory`), and its own checksum."""
+def _meta(engine, directory, extra):
+    """meta.json: the layout, the optimizer, the caller's extra, the manifest of every writer's
+    files (read from their rank files in `directory`), and its own checksum."""
     opt = engine.optimizer
     meta = {"format": FORMAT, "world_size": engine.comm.size, "zero_stage": engine.zero_stage,
             "count": engine.flat.count, "dtype": np.dtype(engine.flat.dtype).name,
             "params": _layout(engine), "writers": engine.checkpoint_writers(),
             "loss_scale": engine.mixed.scale if engine.mixed is not None else None,
             "optimizer": {"class": type(opt).__name__, "scalars": _scalars(opt),
-                          "arrays": _array_keys(opt)}}
+                          "arrays": _array_keys(opt)}, "extra": extra}
     meta["files"] = {}
     for rank in meta["writers"]:
         name = f"rank{rank}.json"
@@ -290,7 +292,8 @@ def _read_json(filename):
 
 def load(engine, path):
     """Called on every rank, between steps: parameters and optimizer state from `path`, or, if
-    anything is wrong with it on any rank, the same ValueError on every rank and nothing changed."""
+    anything is wrong with it on any rank, the same ValueError on every rank and nothing changed.
+    Returns the extra it was saved with."""
     comm = engine.comm
     ck = _agree(comm, f"checkpoint {path} not loaded (nothing changed)",
                 lambda: _checked(engine, path, comm.rank, comm.size))
@@ -310,6 +313,7 @@ def load(engine, path):
         for key in meta["arrays"]:
             state[key] = read(key, tensor.data.dtype)(start, stop).reshape(tensor.data.shape)
     engine.zero_grad()
+    return ck.meta.get("extra", {})
 
 
 def _checked(engine, path, rank, size):

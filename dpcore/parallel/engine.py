@@ -175,13 +175,15 @@ class DataParallel:
 
     # -- checkpoints (checkpoint.py) ---------------------------------------------------------------
 
-    def save(self, path):
-        """Sharded, atomic: every rank writes what it owns; call on every rank."""
-        checkpoint.save(self, path)
+    def save(self, path, extra=None):
+        """Sharded, atomic: every rank writes what it owns; call on every rank. `extra` (a
+        JSON dict: dpcore.train's epoch) is saved with the state, under its checksum."""
+        checkpoint.save(self, path, extra)
 
     def load(self, path):
-        """From a checkpoint saved at any world size and stage; call on every rank."""
-        checkpoint.load(self, path)
+        """From a checkpoint saved at any world size and stage; call on every rank. Returns
+        the `extra` it was saved with ({} if none)."""
+        return checkpoint.load(self, path)
 
     def checkpoint_writers(self):
         """The ranks whose chunks together hold everything: rank 0 alone at stage 0."""

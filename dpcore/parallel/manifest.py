@@ -124,6 +124,7 @@ def check_meta(meta, where):
     arrays = _list(opt, "arrays", need)
     need(all(isinstance(k, str) and KEY.fullmatch(k) and k != "params" for k in arrays),
          f"optimizer arrays {arrays!r} are not names")
+    need(isinstance(meta.get("extra", {}), dict), f"extra {meta.get('extra')!r} is not a dict")
     files = meta.get("files")
     need(isinstance(files, dict) and all(isinstance(v, str) and SHA256.fullmatch(v)
                                          for v in files.values()), "files is not {name: sha256}")

@@ -99,7 +99,7 @@ def _number_in_environment(pid, prefix):
         return None
 
 
-def _host():
+def host_id():
     """What tells this host from others: its name and this boot's id."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
@@ -129,12 +129,14 @@ class Bootstrap:
         # only the deadline watches a rank found in neither. Every message carries the wire's
         # mark, and one with another is never taken: until the hello, how many bootstraps this
         # rank has begun on the wire's communicator or store; after it, rank 0's random one.
-        host = _host()
+        host = host_id()
+        self._before_hello = True  # the wire may still learn the peers' pids (wire.watch)
         try:
             everyone = self.allgather((host, os.getpid(), secrets.token_hex(8), self.size),
                                       "init: exchange hosts and pids", tag="hello")
             self.hosts = [h for h, _, _, _ in everyone]
             self.pids = [p if h == host else 0 for h, p, _, _ in everyone]
+            self._before_hello = False
             self._check_sizes([n for _, _, _, n in everyone])
             wire.mark = everyone[0][2]  # rank 0's: this bootstrap's, on every rank
             wire.settle(self)  # over MPI: a duplicate communicator, dpcore's own
@@ -281,6 +283,10 @@ class Bootstrap:
     def _look(self, what, waiting):
         # a peer's failure first: one that failed and then exited says why, its pid cannot
         self._take_news(what)
+        if self._before_hello:  # the pids the peers announced, and whether a rank was taken
+            why = self.wire.watch(self.pids)
+            if why:
+                self._raise(why, what)
         dead = [r for r in waiting if self.pids[r] and process_gone(self.pids[r])]
         if dead:
             # what a rank said just before it exited may still be on its way

@@ -54,6 +54,10 @@ class MpiWire:
             world.Free()
         return [pids.get(r, 0) for r in ranks]
 
+    def watch(self, pids):
+        """Nothing to learn before the hello beyond the launcher's pids (pids())."""
+        return ""
+
     def settle(self, boot):
         """After the hello: a duplicate of the caller's communicator, on which every later
         message goes, so that none can meet a receive of the caller's."""

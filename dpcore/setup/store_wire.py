@@ -11,12 +11,28 @@ dpcore.init twice on one), so every key carries a mark that no earlier bootstrap
 used. Until the hello (the pids) the mark is "generation g", g from store.add on a counter of
 this rank's own: the same on every rank, as they begin their communicators in one order; from
 then on rank 0's random one, which the hello carried.
+
+Before anything waits, each rank announces its host, pid and the time under the mark ("who"),
+so that the peers on its host watch its process from then on, as the launcher's pids do over
+MPI: a rank killed before its hello is named at once. Two processes that claim one rank both
+count on its counter, so the second is one generation on: it finds the first's announcement,
+from a process of this job (alive, or begun after it), in the generation before its own, and
+says so instead of waiting for peers that are not coming.
+
+The counters outlive a job too (a FileStore's file reused by the next job): a rank of an earlier
+job that died in its bootstrap leaves its counter, its announcement and its unread messages. So
+a message before the hello carries its sender's pid, and is taken only from the process that
+announced itself for that rank; an announcement from a process that is gone and was made before
+this one began is an earlier job's: its rank is not blamed for it, and where that rank's live
+process has counted further, this rank moves on to its generation (the counters of the jobs'
+ranks differ by what the earlier job left).
 """
+import os
 import pickle
 import sys
 import time
 
-from .bootstrap import WireError
+from .bootstrap import WireError, host_id, process_gone
 
 
 class StoreWire:
@@ -27,11 +43,91 @@ class StoreWire:
     def __init__(self, store, rank, size, prefix="dpcore"):
         self.store, self.rank, self.size, self.prefix = store, rank, size, prefix
         self._broken = None  # why the store failed
-        self.mark = f"generation {self._store(store.add, f'{prefix}/begun/{rank}', 1)}"
+        try:
+            self._generation = self._store(store.add, f"{prefix}/begun/{rank}", 1)
+        except WireError:  # the hello fails alike, in the bootstrap: "dpcore init on rank R"
+            self._generation = 0
+        self.mark = f"generation {self._generation}"
+        self._host, self._pid = host_id(), os.getpid()
+        self._announce()
+        self._claimed = 0  # the pid of another process of this job found holding this rank
+        self._early = []  # what was sent before the hello: sent again if this rank moves on
 
     def pids(self):
-        """Nothing is known of the peers before the hello: the deadline watches them."""
+        """Nothing is known of the peers yet: watch() learns their pids as they announce."""
         return [0] * self.size
+
+    def watch(self, pids):
+        """Before the hello: the pids of the peers on this host that have announced themselves,
+        into `pids`; why this rank cannot go on ("" if it can): another process of this job took
+        it."""
+        for r in [r for r in range(self.size) if r != self.rank and not pids[r]]:
+            who = self._announced(self._generation, r)
+            if who is not None and self._stale(who):
+                self._follow(r)
+            elif who is not None and who[0] == self._host:
+                pids[r] = who[1]
+        if not self._claimed and self._generation > 1:
+            who = self._announced(self._generation - 1, self.rank)
+            if (who is not None and who[0] == self._host and who[1] != self._pid
+                    and not self._stale(who)):  # live, or began after this one: this job's
+                self._claimed = who[1]
+        if self._claimed:
+            return (f"rank {self.rank} was claimed twice: by pid {self._claimed} and by this "
+                    f"process, pid {self._pid} (each process of a job takes a rank of its own)")
+        return ""
+
+    def _announce(self):
+        self._send_quietly((self._host, self._pid, time.time()),
+                           self._who(self._generation, self.rank))
+
+    def _stale(self, who):
+        """Whether announcement `who` is an earlier job's: its process, on this host, is gone,
+        and announced itself before this process began."""
+        host, pid, when = who
+        return host == self._host and when < _STARTED and process_gone(pid)
+
+    def _follow(self, r):
+        """Rank r's announcement in this generation is an earlier job's: if r's live process
+        counted further, move on to its generation, sending again what was sent here."""
+        g, live = self._generation + 1, None
+        while (who := self._announced(g, r)) is not None:
+            live = g if not self._stale(who) else live
+            g += 1
+        if live is None:
+            return
+        try:
+            self._store(self.store.add, f"{self.prefix}/begun/{self.rank}",
+                        live - self._generation)
+        except WireError:  # the step's own messages fail too, and say so
+            return
+        early = self._early
+        for _, peers, tag in early:
+            for dst in peers:
+                self._store(self.store.delete_key, self._key(tag, self.rank, dst))
+        self._generation, self._early = live, []
+        self.mark = f"generation {live}"
+        self._announce()
+        for obj, peers, tag in early:
+            self.send(obj, peers, tag)
+
+    def _who(self, generation, rank):
+        return f"{self.prefix}/generation {generation}/who/{rank}"
+
+    def _announced(self, generation, rank):
+        key = self._who(generation, rank)
+        try:
+            if self._store(self.store.check, [key]):
+                return pickle.loads(self._store(self.store.get, key))
+        except WireError:  # the step's own messages fail too, and say so
+            pass
+        return None
+
+    def _send_quietly(self, obj, key):
+        try:
+            self._store(self.store.set, key, pickle.dumps(obj))
+        except WireError:  # the step's own messages fail too, and say so
+            pass
 
     def settle(self, boot):
         pass  # the keys of this bootstrap already differ from any other's (the mark)
@@ -41,7 +137,9 @@ class StoreWire:
 
     def send(self, obj, peers, tag):
         """obj to each rank in `peers`, under `tag`: "hello", "abort" or a step's number."""
-        value = pickle.dumps(obj)
+        value = pickle.dumps((self._pid, obj))
+        if self._before_hello():
+            self._early.append((obj, peers, tag))
         for dst in peers:
             self._store(self.store.set, self._key(tag, self.rank, dst), value)
 
@@ -53,9 +151,20 @@ class StoreWire:
         for src in sources:
             key = self._key(tag, src, self.rank)
             if self._store(self.store.check, [key]):
-                taken.append(pickle.loads(self._store(self.store.get, key)))
+                pid, obj = pickle.loads(self._store(self.store.get, key))
                 self._store(self.store.delete_key, key)
+                if not self._before_hello() or self._sent_by(pid, src):
+                    taken.append(obj)
         return taken
+
+    def _before_hello(self):
+        return self.mark.startswith("generation ")
+
+    def _sent_by(self, pid, src):
+        """Whether process `pid` is the one announced as rank `src` in this generation (else
+        its message is an earlier job's, left unread)."""
+        who = self._announced(self._generation, src)
+        return who is not None and who[1] == pid and not self._stale(who)
 
     def all_sent(self, sources, tag):
         """Whether every rank in `sources` has sent under `tag`: one round trip to the store
@@ -78,6 +187,21 @@ class StoreWire:
                 first = (str(e).strip().splitlines() or [""])[0]  # torch appends a C++ stack
                 self._broken = f"the store failed: {type(e).__name__}: {first}"
         raise WireError(self._broken)
+
+
+def _process_start():
+    """When this process began, in time.time()'s clock (/proc: its start in clock ticks since
+    boot; CLOCK_BOOTTIME: now since boot)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        return time.time() - since_boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time()  # at import: later than the process began, never earlier
+
+
+_STARTED = _process_start()
 
 
 def refuse_what_needs_mpi(boot, settings):

@@ -21,8 +21,12 @@ How, and why so:
   one completion thread per group completes their futures (work.py), so `.then()` callbacks
   run there, and a collective issued from such a callback is refused with a RuntimeError.
 - Errors stay dpcore's: a mismatched call, a dead peer or a stall raises dpcore.CommError on
-  every rank, from the call itself, from Work.wait() or from the future (and so from DDP's
-  backward()).
+  every rank, from the call itself or from Work.wait(). A future in error state holds torch's
+  RuntimeError (torch lets Python fail a future only through a callback), so the future's
+  wait() and DDP's backward() raise "Got the following error when running the callback:
+  CommError: dpcore ...", one line (work.py). Tensors keep their dtype in broadcast and
+  all_gather where dpcore has it, so ranks that pass different dtypes fail alike; new_group's
+  members are compared at its init (connect.py).
 """
 import torch.distributed as dist
 

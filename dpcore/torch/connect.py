@@ -38,6 +38,32 @@ def communicator(store, rank, size, timeout):
     return dpcore.init(store=store, rank=rank, size=size, timeout=seconds(timeout))
 
 
+def agree_on_members(store, members, rank, timeout):
+    """Raise CommError unless every rank of the group believes in the same members (global
+    ranks, as new_group was given them; empty for the default group): ranks that disagree
+    would otherwise form one communicator of ranks that each think the group is another."""
+    members = list(members)
+    if not members:
+        return
+    store.set(f"dpcore/members/{members[rank]}", repr(members))
+    keys = [f"dpcore/members/{m}" for m in members]
+    limit = seconds(timeout)
+    limit = limit if limit is not None else load_settings().timeout
+    try:
+        if math.isfinite(limit):
+            store.wait(keys, timedelta(seconds=limit))
+        believed = {m: store.get(k).decode() for m, k in zip(members, keys)}
+    except Exception as e:  # torch's DistStoreError: a member that never came
+        first = (str(e).strip().splitlines() or [""])[0]  # torch appends a C++ stack
+        raise dpcore.CommError(f"dpcore init on rank {rank}: the group's members {members} did "
+                               f"not all come ({type(e).__name__}: {first})") from None
+    differ = {m: b for m, b in believed.items() if b != repr(members)}
+    if differ:
+        theirs = "; ".join(f"global rank {m} has {b}" for m, b in differ.items())
+        raise dpcore.CommError(f"dpcore init on rank {rank}: the ranks of new_group differ: "
+                               f"global rank {members[rank]} has {members}, {theirs}")
+
+
 def _over_mpi(store, rank, size, timeout):
     from mpi4py import MPI
 

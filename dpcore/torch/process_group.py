@@ -15,12 +15,14 @@ import torch
 import torch.distributed as dist
 
 from . import connect
-from .tensors import as_array, as_bytes, one, op_name
+from .tensors import as_array, as_moved, one, op_name
 from .work import Completer, Done, Pending
 
 
 def create(options, backend_options=None):
     """The backend creator torch calls for every group of this backend (extended API)."""
+    connect.agree_on_members(options.store, options.global_ranks_in_group, options.group_rank,
+                             options.timeout)
     comm = connect.communicator(options.store, options.group_rank, options.group_size,
                                 options.timeout)
     return ProcessGroup(comm)
@@ -89,7 +91,7 @@ class ProcessGroup(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         t = tensors[opts.rootTensor] if opts is not None else one(tensors, "broadcast")
         root = opts.rootRank if opts is not None else 0
-        b = as_bytes(t)
+        b = as_moved(t)
         return self._issue(opts, tensors, [lambda async_op: self._comm.broadcast(
             b, root=root, async_op=async_op)])
 
@@ -103,7 +105,7 @@ class ProcessGroup(dist.ProcessGroup):
             raise ValueError(f"dpcore: all_gather_into_tensor needs an output of {self.size()} "
                              f"times the input's {input.numel()} elements and its dtype; got "
                              f"{output.numel()} of {output.dtype}")
-        i, o = as_bytes(input, "input"), as_bytes(output, "output")
+        i, o = as_moved(input, "input"), as_moved(output, "output")
         return lambda async_op: self._comm.all_gather(i, out=o, async_op=async_op)
 
     _allgather_base = all_gather_single
@@ -120,7 +122,7 @@ class ProcessGroup(dist.ProcessGroup):
             for o, row in zip(outputs, flat):
                 o.copy_(row.view(o.shape))
 
-        i, f = as_bytes(t, "input"), as_bytes(flat)
+        i, f = as_moved(t, "input"), as_moved(flat)
         return self._issue(opts, output_lists, [lambda async_op: self._comm.all_gather(
             i, out=f, async_op=async_op)], copy_out)
 

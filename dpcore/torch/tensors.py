@@ -3,8 +3,10 @@
 `Tensor.numpy()` is a few times cheaper than `numpy.from_dlpack` (about 2 us against 7 here),
 and a 4-byte all_reduce is mostly such fixed costs, so the backend makes the NumPy views itself
 and hands dpcore plain arrays (its fastest path). Collectives that only move data (broadcast,
-all_gather) move bytes, so they take every dtype torch has (bool, complex, int16, ...);
-reductions take the dtypes dpcore reduces.
+all_gather) take every dtype torch has (bool, complex, int16, ...): in the tensor's own dtype
+where dpcore has it, so that every rank's call header carries the dtype and element count and a
+float32 tensor against an int32 one of the same bytes is a mismatch, as bytes only for the
+dtypes dpcore has not got; reductions take the dtypes dpcore reduces.
 """
 import torch
 import torch.distributed as dist
@@ -50,14 +52,25 @@ def as_array(t):
                         f"float16, bfloat16, float32, float64, int8, uint8, int32, int64") from None
 
 
-def as_bytes(t, what="tensor"):
-    """A 1-D uint8 NumPy view of contiguous CPU tensor t's memory (no copy)."""
+def as_moved(t, what="tensor"):
+    """A 1-D NumPy view of contiguous CPU tensor t's memory (no copy), for a collective that
+    moves it: in t's dtype where dpcore has it, else as bytes (uint8)."""
     _check_cpu(t)
     if not t.is_contiguous():
         raise ValueError(f"dpcore: {what} must be contiguous (call .contiguous() first)")
     if t.requires_grad:
         t = t.detach()
-    return t.view(-1).view(torch.uint8).numpy()
+    flat = t.view(-1)
+    if flat.dtype in _MOVED_TYPED:
+        return flat.numpy()
+    if flat.dtype is torch.bfloat16 and bfloat16_dtype() is not None:
+        return flat.view(torch.int16).numpy().view(bfloat16_dtype())
+    return flat.view(torch.uint8).numpy()
+
+
+# The dtypes that torch and dpcore share (bfloat16 aside: its NumPy dtype is ml_dtypes').
+_MOVED_TYPED = (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8,
+                torch.int32, torch.int64)
 
 
 def _check_cpu(t):

@@ -54,8 +54,13 @@ class Pending(dist.Work):
         # torch's consumers (DDP's reducer, in C++) need a future in error state, which a
         # Python Future gets only from a callback that raises: so torch gets a child future of
         # the one the completion thread completes, and the child raises a failure's error.
+        # torch words that error "Got the following error when running the callback: " and
+        # the error as pybind11 prints it, with every Python frame it passed through, so the
+        # callback is torch's own value(), which raises through C alone (see fail): one line.
+        # (The error's own type reaches Python only through Work.wait(): a future in error
+        # state holds torch's RuntimeError.)
         self._source = torch.futures.Future()
-        self._future = self._source.then(_result_or_raise)
+        self._future = self._source.then(torch._C.Future.value)
         self._lock = threading.Lock()
         self._finished, self._error = False, None
 
@@ -99,16 +104,22 @@ class Pending(dist.Work):
         return self._value
 
 
-class _Failure:
-    def __init__(self, error):
-        self.error = error
+def _finished_generator():
+    yield
 
 
-def _result_or_raise(source):
-    value = source.value()
-    if isinstance(value, _Failure):
-        raise value.error
-    return value
+# throw() into a generator that has finished raises the exception at once, from C: an unwrap
+# function that adds no Python frame to its traceback, so torch's message of it is one line.
+_finished = _finished_generator()
+for _ in _finished:
+    pass
+_raise_bare = _finished.throw
+
+
+def fail(future, error):
+    """Complete `future` so that its value() raises `error`, and its child futures fail."""
+    future._set_unwrap_func(_raise_bare)
+    future.set_result(error.with_traceback(None))
 
 
 class Completer:
@@ -132,7 +143,7 @@ class Completer:
             try:
                 work.finish()
             except BaseException as e:  # the collective's error reaches the future's users
-                work._source.set_result(_Failure(e))
+                fail(work._source, e)
             else:
                 work._source.set_result(work._value)
 

@@ -14,13 +14,17 @@ Usage: python store_rank.py MODE STORE DIR [RANK SIZE]
                   exchanged; the others print 'rank R: error SECONDS | TYPE: MESSAGE'
           die-creating-segment: rank 0 SIGKILLs itself inside init right after creating the
                   node's segment, before the others map it
+          die-before-hello: rank SIZE-1 SIGKILLs itself inside init at its first message (the
+                  hello), having announced only its pid
+          duplicate: (the test starts rank 1 twice) init and an all_reduce; 'rank R: ok', or
+                  the error, SECONDS since this process began init
           exit: rank SIZE-1 sys.exit()s without closing its communicator, and lives on for
                   2.5 s after dpcore's atexit hook; the others are in an all_reduce
           trace:  (DPCORE_TRACE set by the test) a ring all_reduce, a one_shot all_reduce and a
                   ring broadcast, then a normal exit, at which rank 0 writes the trace
           refuse: init must fail (the test sets DPCORE_TRANSPORT=mpi); 'rank R: refused TYPE:
                   MESSAGE'
-          other-host: as refuse, with rank 1 on a host of its own (dpcore.setup.bootstrap._host)
+          other-host: as refuse, with rank 1 on a host of its own (dpcore.setup.bootstrap.host_id)
   DIR   = the store's file, and fault_kit's marks ('fault': when the victim died)
 """
 import os
@@ -57,7 +61,8 @@ else:
         rank, size = int(sys.argv[4]), int(sys.argv[5])
         store = dist.FileStore(os.path.join(directory, "store"), size)
     store = dist.PrefixStore("default_pg", store)
-victim = {"die-after-hello": size - 1, "die-creating-segment": 0, "exit": size - 1}.get(mode)
+victim = {"die-after-hello": size - 1, "die-before-hello": size - 1, "die-creating-segment": 0,
+          "exit": size - 1}.get(mode)
 
 
 def die():
@@ -69,6 +74,8 @@ def hook():
     """Make the victim die at its point inside init."""
     if mode == "die-after-hello":
         dpcore.setup.store_wire.StoreWire.settle = lambda wire, boot: die()
+    elif mode == "die-before-hello":
+        dpcore.setup.store_wire.StoreWire.send = lambda wire, obj, peers, tag: die()
     elif mode == "die-creating-segment":
         original = dpcore.setup.bootstrap.Group.on_every_rank
 
@@ -79,7 +86,7 @@ def hook():
             return original(node, step, what)
         dpcore.setup.bootstrap.Group.on_every_rank = on_every_rank
     elif mode == "other-host" and rank == 1:
-        dpcore.setup.bootstrap._host = lambda: "elsewhere/another-boot"
+        dpcore.setup.bootstrap.host_id = lambda: "elsewhere/another-boot"
 
 
 def values(n, seed):
@@ -143,6 +150,15 @@ try:
         comm.broadcast(x, root=comm.size - 1, algo="ring")
         say(rank, "ok")
         sys.exit(0)  # the trace is gathered at exit
+    elif mode == "duplicate":
+        started = time.time()
+        try:
+            with dpcore.init(store=store, rank=rank, size=size) as comm:
+                comm.all_reduce(np.ones(4))
+            say(rank, "ok")
+        except Exception as e:  # noqa: BLE001
+            marks.make(f"fault-{os.getpid()}", started)
+            report_error(rank, marks, f"fault-{os.getpid()}", e)
     elif mode == "exit":
         comm = dpcore.init(store=store, rank=rank, size=size)
         if rank == victim:
