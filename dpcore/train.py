@@ -19,8 +19,9 @@ import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
 from dpcore._cli.args import HelpFormatter, Parser, launcher_rank, positive, whole
-from dpcore._cli.errors import run_main
+from dpcore._cli.errors import UsageError, run_main
 from dpcore.devices import device_module
+from dpcore.dtypes import bfloat16_dtype
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
@@ -74,6 +75,9 @@ def parse_args(argv=None):
         args.lr *= args.batch_size / BASE_BATCH
     if args.warmup_epochs < 0:
         p.error(f"argument --warmup-epochs: expected 0 or more, not {args.warmup_epochs:g}")
+    if args.mixed_precision == "bfloat16" and bfloat16_dtype() is None:
+        p.error("--mixed-precision bfloat16 needs ml_dtypes, NumPy's bfloat16 "
+                "(pip install ml_dtypes); float16 needs nothing more")
     return args
 
 
@@ -219,10 +223,29 @@ def warmed_up(args, step, steps_per_epoch):
     return args.lr * min(1.0, (step + 1) / warmup) if warmup > 0 else args.lr
 
 
+def check_save_path(path, comm):
+    """--save's folder made (or found) and writable before the first epoch, not after it; a
+    UsageError on every rank if not."""
+    why = ""
+    if comm.rank == 0:
+        try:
+            os.makedirs(path, exist_ok=True)
+            if not os.access(path, os.W_OK | os.X_OK):
+                why = "cannot be written"
+        except OSError as e:
+            why = e.strerror or str(e)
+    if comm.broadcast(np.array([bool(why)], np.int32), root=0)[0]:
+        raise UsageError(f"--save {path}: {why}")  # rank 0's words: only it prints
+
+
 def save(engine, path, epoch):
     """The checkpoint, then the epoch it ends (train.json beside its versions): a crash between
-    the two resumes one epoch early, with the newer weights."""
-    engine.save(path)
+    the two resumes one epoch early, with the newer weights. A checkpoint that cannot be
+    written fails alike on every rank (checkpoint.py): a UsageError."""
+    try:
+        engine.save(path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if engine.comm.rank == 0:
         tmp = os.path.join(path, "train.json.tmp")
         with open(tmp, "w") as f:
@@ -231,13 +254,17 @@ def save(engine, path, epoch):
 
 
 def resume(engine, path):
-    """Loads the checkpoint in `path`; returns the epoch it was saved after."""
-    engine.load(path)
+    """Loads the checkpoint in `path`; returns the epoch it was saved after. A checkpoint that
+    does not load fails alike on every rank (checkpoint.py): a UsageError."""
+    try:
+        engine.load(path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     try:
         with open(os.path.join(path, "train.json")) as f:
             return int(json.load(f)["epoch"])
     except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path} holds no epoch count (train.json) from dpcore.train --save: "
+        raise UsageError(f"{path} holds no epoch count (train.json) from dpcore.train --save: "
                          f"{e}") from None
 
 
@@ -282,6 +309,8 @@ def main(argv=None):
         xp = pick_device(args.device, comm)
         if xp is None:
             return 2
+        if args.save:
+            check_save_path(args.save, comm)
         try:
             train(args, comm, xp)
         except NotImplementedError as e:  # raised on every rank alike
