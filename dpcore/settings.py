@@ -43,6 +43,7 @@ class Settings:
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
     cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
+    debug: str = "WARN"                  # DPCORE_DEBUG=INFO: what init set up, on stderr
 
 
 def timeout_seconds(value):
@@ -139,6 +140,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "explain_auto": ("EXPLAIN_AUTO", _flag),
     "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
     "cuda_emulation": ("CUDA_EMULATION", _flag),
+    "debug": ("DEBUG", _one_of("WARN", "INFO")),
 }
 
 
@@ -156,14 +158,21 @@ def setting(field, environ=None):
         raise ValueError(f"DPCORE_{name}={text}: {e}") from None
 
 
-# DPCORE_* variables read elsewhere: the build's (setup.py) and the log's (dpcore/debug.py)
-OTHER_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE", "DPCORE_DEBUG")
+# DPCORE_* variables read elsewhere: the build's switches (setup.py)
+BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
 _warned = set()
 
 
 def known_variables():
     """Every DPCORE_* variable dpcore reads."""
-    return tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + OTHER_VARIABLES
+    return tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
+
+
+def described(environ=None):
+    """(variable, its text or None where unset, the default) for every setting, in order."""
+    env = os.environ if environ is None else environ
+    return [(f"DPCORE_{name}", env.get(f"DPCORE_{name}") or None, getattr(Settings, field))
+            for field, (name, _) in _READ.items()]
 
 
 def load(environ=None):

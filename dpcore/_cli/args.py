@@ -34,7 +34,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, printing on one rank only (its subcommands too)."""
+    """argparse, printing on one rank only (its subcommands too), with --version."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .. import __version__
+        self.add_argument("--version", action="version",
+                          version=f"%(prog)s (dpcore {__version__})")
 
     def _print_message(self, message, file=None):
         if launcher_rank() in (None, 0):
