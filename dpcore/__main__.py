@@ -34,7 +34,8 @@ def summary():
              f"GPU: {_gpus(info)}",
              "settings (DPCORE_*):"]
     for name, text, default in settings.described():
-        lines.append(f"  {name}={text}" if text is not None else f"  {name} unset (default {default})")
+        lines.append(f"  {name}={text}" if text is not None else
+                     f"  {name} unset (default {default})")
     for name in settings.BUILD_VARIABLES:
         if os.environ.get(name):
             lines.append(f"  {name}={os.environ[name]} (a build switch: read by setup.py)")

@@ -140,7 +140,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "explain_auto": ("EXPLAIN_AUTO", _flag),
     "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
     "cuda_emulation": ("CUDA_EMULATION", _flag),
-    "debug": ("DEBUG", _one_of("WARN", "INFO")),
+    "debug": ("DEBUG", lambda text: _one_of("WARN", "INFO")(text.upper())),  # as NCCL_DEBUG
 }
 
 

@@ -33,7 +33,10 @@ def fill_env_from_launcher():
     process group. Variables already set (RANK, or a chosen MASTER_ADDR) are left alone."""
     if "RANK" in os.environ or not under_mpi():
         return
-    from mpi4py import MPI
+    try:
+        from mpi4py import MPI
+    except ImportError:  # no MPI to ask: env:// says what it lacks, as without dpcore
+        return
 
     world = MPI.COMM_WORLD
     address = None
