@@ -31,3 +31,12 @@ def test_a_misspelt_variable_is_warned_about_once():
         warnings.simplefilter("error")
         settings.load({"DPCORE_TIMOUT": "5"})  # the second time: nothing
         settings.load({"DPCORE_CUDA": "0", "DPCORE_NATIVE": "1"})  # build switches are known
+
+
+def test_a_bad_trace_fails_init_not_import(tmp_path):
+    from mpi_helpers import run_python
+
+    _, out = run_python(["-c", "import dpcore; print('imported', flush=True); dpcore.init()"],
+                        env={"DPCORE_TRACE": str(tmp_path / "no-such-folder" / "t.json")},
+                        status=1)
+    assert "imported" in out and "DPCORE_TRACE=" in out and "does not exist" in out, out
