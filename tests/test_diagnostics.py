@@ -4,7 +4,8 @@ DPCORE_* value, as torch's collect_env), `--version` on every command, and DPCOR
 import pytest
 
 import dpcore
-from dpcore import __main__ as summary
+from dpcore import __main__ as command
+from dpcore._cli import environment
 from dpcore import train
 from dpcore.bench.options import parser as bench_parser
 from dpcore.cost.__main__ import main as cost_main
@@ -15,7 +16,7 @@ from mpi_helpers import run_python
 def test_the_summary_names_the_build_mpi_and_every_setting(monkeypatch):
     monkeypatch.setenv("DPCORE_TIMEOUT", "7")
     monkeypatch.setenv("DPCORE_TIMOUT", "1")
-    text = "\n".join(summary.summary())
+    text = "\n".join(environment.summary())
     assert f"dpcore {dpcore.__version__}" in text
     assert "build: CUDA" in text and "CPU loops" in text and "MPI: " in text, text
     assert "DPCORE_TIMEOUT=7" in text and "DPCORE_SPIN_US unset (default 100.0)" in text, text
@@ -29,12 +30,22 @@ def test_python_m_dpcore_prints_it():
 
 
 @pytest.mark.parametrize("parse", [
-    train.parse_args, cost_main, explain_main, bench_parser().parse_args, summary.main])
+    train.parse_args, cost_main, explain_main, bench_parser().parse_args, command.main])
 def test_every_command_has_version(parse, capsys):
     with pytest.raises(SystemExit) as exit:
         parse(["--version"])
     assert exit.value.code == 0
     assert f"(dpcore {dpcore.__version__})" in capsys.readouterr().out
+
+
+def test_the_bench_records_what_its_numbers_were_measured_with(tmp_path, capsys):
+    from test_bench import bench_here
+
+    output, doc = bench_here(tmp_path, capsys, "all_reduce", "-b", "8", "-e", "8", "-n", "1",
+                             "-w", "0")
+    env = doc["environment"]
+    assert env["dpcore"] == dpcore.__version__ and "MPICH" in env["mpi"] and env["host"], env
+    assert f"# dpcore {dpcore.__version__}" in output and env["date"] in output, output
 
 
 def test_debug_info_says_what_init_set_up(monkeypatch, capsys):

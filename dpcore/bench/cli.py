@@ -81,7 +81,8 @@ def main(argv=None, collective=None):
                    "transport": comm.transport, "device": args.device,
                    "compare": ref.name if ref else None, "compare_left_out": bench.left_out,
                    "floor": args.floor,
-                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
+                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows,
+                   "environment": bench.provenance, **result}
             if bench.model is not None:
                 doc["model"] = os.path.abspath(bench.model_path)
             with open(args.json, "w") as f:
