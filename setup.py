@@ -1,7 +1,11 @@
 """Builds dpcore._C through CMake (the pybind11 cmake_example pattern).
 
-DPCORE_CUDA=0 builds CPU-only even where nvcc exists; without nvcc the build is CPU-only anyway
-and dpcore.build_info()["cuda"] says so.
+Build switches, read from the environment (pip passes it on):
+  DPCORE_CUDA=0        CPU-only even where nvcc exists; without nvcc the build is CPU-only anyway
+                       and dpcore.build_info()["cuda"] says so.
+  DPCORE_NATIVE=1      the CPU loops tuned for this machine (-march=native); the default is a
+                       portable module, which build_info()["native"] ("") says.
+  DPCORE_BUILD_TYPE    CMake's build type (Release).
 """
 import os
 import subprocess
@@ -32,6 +36,7 @@ class CMakeBuild(build_ext):
             f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
             f"-DCMAKE_BUILD_TYPE={config}",
             f"-DDPCORE_CUDA={'OFF' if os.environ.get('DPCORE_CUDA', '1') == '0' else 'AUTO'}",
+            f"-DDPCORE_NATIVE={'ON' if os.environ.get('DPCORE_NATIVE', '0') == '1' else 'OFF'}",
         ]
         try:
             import ninja  # noqa: F401  (the pip wheel puts ninja on PATH)

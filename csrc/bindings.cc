@@ -210,6 +210,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("build_info", [] {
     py::dict info;
+    info["native"] = std::string(DPCORE_NATIVE_FLAGS);  // "-march=native" or "": portable
 #ifdef DPCORE_WITH_CUDA
     info["cuda"] = true;
     info["cuda_archs"] = std::string(DPCORE_CUDA_ARCHS);

@@ -18,7 +18,8 @@ __getattr__ = exports(__name__, {
 
 
 def build_info():
-    """What this build can do: {"cuda", "cuda_archs", "cuda_available", "version"}."""
+    """What this build can do: {"cuda", "cuda_archs", "cuda_available", "native" (the CPU
+    tuning flags, "-march=native", or "" for a portable build), "version"}."""
     info = dict(_C.build_info())
     info["version"] = __version__
     return info

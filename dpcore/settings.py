@@ -9,9 +9,11 @@ default per transport (ring_slots): small ones stay in cache on shared memory, l
 MPI fewer messages. What they add up to, the node's segment, is checked against the free space of
 /dev/shm where it is made (csrc/cpu/shm_segment.cc), as every rank then hears.
 """
+import difflib
 import math
 import numbers
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -41,6 +43,7 @@ class Settings:
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
     cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
+    debug: str = "WARN"                  # DPCORE_DEBUG=INFO: what init set up, on stderr
 
 
 def timeout_seconds(value):
@@ -108,6 +111,15 @@ def _one_of(*choices):
     return parse
 
 
+def _writable_file(text):
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):  # found at init, not when the trace is written, at exit
+        raise ValueError(f"the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"the folder {folder} cannot be written")
+    return text
+
+
 def _flag(text):
     if text not in ("0", "1"):
         raise ValueError("expected 0 or 1")
@@ -118,7 +130,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "timeout": ("TIMEOUT", _seconds),
     "transport": ("TRANSPORT", _one_of(*TRANSPORTS)),
     "node_size": ("NODE_SIZE", _whole(0, math.inf)),
-    "trace": ("TRACE", str),
+    "trace": ("TRACE", _writable_file),
     "tune": ("TUNE", _flag),
     # a ring step holds one slot of its incoming FIFO while it waits for one in the outgoing
     "fifo_slots": ("FIFO_SLOTS", _whole(_C.RING_MIN_SLOTS, MAX_FIFO_SLOTS)),
@@ -128,6 +140,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "explain_auto": ("EXPLAIN_AUTO", _flag),
     "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
     "cuda_emulation": ("CUDA_EMULATION", _flag),
+    "debug": ("DEBUG", lambda text: _one_of("WARN", "INFO")(text.upper())),  # as NCCL_DEBUG
 }
 
 
@@ -145,8 +158,34 @@ def setting(field, environ=None):
         raise ValueError(f"DPCORE_{name}={text}: {e}") from None
 
 
+# DPCORE_* variables read elsewhere: the build's switches (setup.py)
+BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
+_warned = set()
+
+
+def known_variables():
+    """Every DPCORE_* variable dpcore reads."""
+    return tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
+
+
+def described(environ=None):
+    """(variable, its text or None where unset, the default) for every setting, in order."""
+    env = os.environ if environ is None else environ
+    return [(f"DPCORE_{name}", env.get(f"DPCORE_{name}") or None, getattr(Settings, field))
+            for field, (name, _) in _READ.items()]
+
+
 def load(environ=None):
-    """The settings in `environ` (os.environ by default), every one checked."""
+    """The settings in `environ` (os.environ by default), every one checked; a DPCORE_* variable
+    dpcore does not read (a typo) is warned about once."""
+    env = os.environ if environ is None else environ
+    known = known_variables()
+    for name in sorted(set(env) - set(known) - _warned):
+        if name.startswith("DPCORE_"):
+            _warned.add(name)
+            close = difflib.get_close_matches(name, known, n=1)
+            warnings.warn(f"{name} is not a dpcore setting, and is ignored" +
+                          (f" (did you mean {close[0]}?)" if close else ""), stacklevel=2)
     return Settings(**{field: setting(field, environ) for field in _READ})
 
 

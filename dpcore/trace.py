@@ -16,7 +16,10 @@ from . import _C, settings
 from .collectives import TABLE
 from .dtypes import ALGORITHM_NAMES
 
-_PATH = settings.setting("trace")
+try:
+    _PATH = settings.setting("trace")
+except ValueError:  # a folder that is not there: dpcore.init() refuses it, naming it
+    _PATH = None
 _events = []  # (lane, record): closed communicators' events, and span()'s
 _open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
 _gather = []  # how the events meet at rank 0, where the first communicator was made on a store

@@ -18,8 +18,9 @@ import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
 from dpcore._cli.args import HelpFormatter, Parser, launcher_rank, positive, whole
-from dpcore._cli.errors import run_main
+from dpcore._cli.errors import UsageError, run_main
 from dpcore.devices import device_module
+from dpcore.dtypes import bfloat16_dtype
 from dpcore.parallel import DataParallel, DistributedSampler
 from dpcore.parallel.ledger import report
 from dpcore.tensor import Tensor, no_grad
@@ -73,6 +74,9 @@ def parse_args(argv=None):
         args.lr *= args.batch_size / BASE_BATCH
     if args.warmup_epochs < 0:
         p.error(f"argument --warmup-epochs: expected 0 or more, not {args.warmup_epochs:g}")
+    if args.mixed_precision == "bfloat16" and bfloat16_dtype() is None:
+        p.error("--mixed-precision bfloat16 needs ml_dtypes, NumPy's bfloat16 "
+                "(pip install ml_dtypes); float16 needs nothing more")
     return args
 
 
@@ -218,18 +222,41 @@ def warmed_up(args, step, steps_per_epoch):
     return args.lr * min(1.0, (step + 1) / warmup) if warmup > 0 else args.lr
 
 
+def check_save_path(path, comm):
+    """--save's folder made (or found) and writable before the first epoch, not after it; a
+    UsageError on every rank if not."""
+    why = ""
+    if comm.rank == 0:
+        try:
+            os.makedirs(path, exist_ok=True)
+            if not os.access(path, os.W_OK | os.X_OK):
+                why = "cannot be written"
+        except OSError as e:
+            why = e.strerror or str(e)
+    if comm.broadcast(np.array([bool(why)], np.int32), root=0)[0]:
+        raise UsageError(f"--save {path}: {why}")  # rank 0's words: only it prints
+
+
 def save(engine, path, epoch):
     """The checkpoint, with the epoch it ends in its meta.json (under the manifest's checksum,
-    so the two cannot part or be changed apart)."""
-    engine.save(path, extra={"epoch": epoch})
+    so the two cannot part or be changed apart). A checkpoint that cannot be written fails alike
+    on every rank (checkpoint.py): a UsageError."""
+    try:
+        engine.save(path, extra={"epoch": epoch})
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def resume(engine, path):
     """Loads the checkpoint in `path`; returns the epoch it was saved after (the same on every
-    rank: every rank read the same checked meta.json)."""
-    epoch = engine.load(path).get("epoch")
+    rank: every rank read the same checked meta.json). A checkpoint that does not load fails
+    alike on every rank (checkpoint.py): a UsageError."""
+    try:
+        epoch = engine.load(path).get("epoch")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 1):
-        raise ValueError(f"{path} holds no epoch count from dpcore.train --save (its epoch is "
+        raise UsageError(f"{path} holds no epoch count from dpcore.train --save (its epoch is "
                          f"{epoch!r}, not a whole number of 1 or more)")
     return epoch
 
@@ -275,6 +302,8 @@ def main(argv=None):
         xp = pick_device(args.device, comm)
         if xp is None:
             return 2
+        if args.save:
+            check_save_path(args.save, comm)
         try:
             train(args, comm, xp)
         except NotImplementedError as e:  # raised on every rank alike

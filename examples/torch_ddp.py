@@ -3,7 +3,7 @@ apart points drawn around a few centres, each rank on its own share of every bat
 
     mpiexec -n 2 python examples/torch_ddp.py                 # dpcore
     mpiexec -n 2 python examples/torch_ddp.py --backend gloo  # the same on gloo
-    torchrun --nproc-per-node 2 examples/torch_ddp.py         # once dpcore.init(store=) exists
+    torchrun --nproc-per-node 2 examples/torch_ddp.py         # one host, through torch's store
 
 Nothing in the training loop knows about dpcore: `import dpcore.torch` registers the backend,
 and init_process_group("dpcore") picks it.

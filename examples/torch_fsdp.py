@@ -4,7 +4,7 @@ and reduce-scatters its gradients (reduce_scatter_tensor with ReduceOp.AVG).
 
     mpiexec -n 2 python examples/torch_fsdp.py
     mpiexec -n 2 python examples/torch_fsdp.py --backend gloo
-    torchrun --nproc-per-node 2 examples/torch_fsdp.py        # once dpcore.init(store=) exists
+    torchrun --nproc-per-node 2 examples/torch_fsdp.py        # one host, through torch's store
 """
 import argparse
 

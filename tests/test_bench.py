@@ -275,3 +275,20 @@ def test_floor_bytes_are_the_rings_bytes_through_memory():
             assert floor_bytes(coll, n, mib) == round(cost.nbytes + cost.reduced / 2), (coll, n)
     assert achieved(1.0, 4.0) == 0.25
     assert achieved(None, 4.0) is None and achieved(1.0, None) is None
+
+
+@pytest.mark.parametrize("args, why", [
+    (["-b", "0", "-e", "64"], "-b"),       # used to multiply 0 by -f forever
+    (["-b", "1Q"], "1Q"),
+    (["-f", "0"], "-f"),
+])
+def test_sizes_it_cannot_sweep_are_refused(tmp_path, capsys, args, why):
+    output, _ = bench_here(tmp_path, capsys, "all_reduce", *args, status=2, json_out=False)
+    assert why in output, output
+
+
+def test_json_into_a_missing_folder_is_refused_before_the_run(tmp_path, capsys):
+    output, _ = bench_here(tmp_path, capsys, "all_reduce", "-b", "8", "-e", "8", "--json",
+                           str(tmp_path / "no-such-folder" / "out.json"), status=2,
+                           json_out=False)
+    assert "no-such-folder" in output and "#wrong" not in output, output

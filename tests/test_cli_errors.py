@@ -49,3 +49,63 @@ def test_one_rank_raises_as_usual():
     with pytest.raises(SystemExit) as exit:
         run_main(lambda: 3)
     assert exit.value.code == 3
+
+
+def test_an_error_the_user_made_is_one_line_and_status_2(capsys):
+    from dpcore._cli.errors import UsageError
+
+    def main():
+        raise UsageError("checkpoint ck not loaded: ck/latest is missing")
+    with pytest.raises(SystemExit) as exit:
+        run_main(main)
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.count("\n") == 1, err
+    assert err.endswith("error: checkpoint ck not loaded: ck/latest is missing\n"), err
+
+
+@pytest.mark.parametrize("command", ["dpcore.cost predict all_reduce --alpha 1 --bandwidth 1",
+                                     "dpcore.explain broadcast --ranks 3"])
+def test_a_closed_pipe_is_not_a_traceback(command):
+    import subprocess
+    done = subprocess.run(f"{sys.executable} -m {command} | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.count("\n") == 1 and done.stderr == "", done
+
+
+def train_here(tmp_path, monkeypatch, capsys, *args):
+    """`python -m dpcore.train *args` on one rank in this process: (exit status, stderr)."""
+    from dpcore import train
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        run_main(train.main, ["--epochs", "1", "--hidden", "8", *map(str, args)])
+    return exit.value.code, capsys.readouterr().err
+
+
+def test_train_resume_from_a_missing_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    status, err = train_here(tmp_path, monkeypatch, capsys, "--resume", tmp_path / "nothing")
+    assert status == 2 and "nothing" in err and "Traceback" not in err, err
+
+
+def test_train_save_to_a_folder_it_cannot_make_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a-file").write_text("")
+    status, err = train_here(tmp_path, monkeypatch, capsys, "--save", tmp_path / "a-file" / "ck")
+    assert status == 2 and "a-file" in err and "Traceback" not in err, err
+
+
+def test_train_bfloat16_without_ml_dtypes_is_refused(monkeypatch, capsys):
+    from dpcore import train
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes: ImportError
+    with pytest.raises(SystemExit) as exit:
+        train.parse_args(["--mixed-precision", "bfloat16"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "ml_dtypes" in err and "Traceback" not in err, err
+
+
+@pytest.mark.mpi
+def test_train_errors_every_rank_agrees_on_end_without_mpi_abort(tmp_path):
+    """A checkpoint that does not load fails on every rank alike: one line, status 2, and every
+    rank leaves through MPI_Finalize (MPI_Abort would leave MPICH's segment in /dev/shm)."""
+    rc, out = run_mpi(2, ["-m", "dpcore.train", "--epochs", "1", "--hidden", "8",
+                          "--resume", tmp_path / "nothing"], env=ONE_THREAD, check=False)
+    assert rc == 2, out
+    assert out.count("error:") == 1 and "Traceback" not in out and "Abort" not in out, out

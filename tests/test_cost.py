@@ -299,3 +299,38 @@ def _importable(module):
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+@pytest.mark.parametrize("args, why", [
+    (["scaling", "--hierarchical", "3"], "do not split into nodes of 3"),
+    (["predict", "all_reduce", "--sizes", "1K,abc"], "'abc'"),
+    (["predict", "all_reduce", "--fit", "missing.json"], "missing.json"),
+    (["memory", "--params", "-1", "--ranks", "2"], "-1"),
+    (["scaling", "--params", "0"], "0"),
+])
+def test_cli_refuses_what_it_cannot_use_in_one_line(args, why, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        main(args)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and why in err and "Traceback" not in err, err
+
+
+def test_cli_refuses_a_fit_that_is_not_json(capsys, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not json\n")
+    with pytest.raises(SystemExit) as refused:
+        main(["predict", "all_reduce", "--fit", str(bad)])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "notes.txt" in err, err
+
+
+def test_cli_sizes_read_as_the_bench_reads_them():
+    from dpcore.bench.options import parse_size
+    from dpcore.cost.units import parse_bytes
+
+    assert parse_size is parse_bytes or all(
+        parse_size(s) == parse_bytes(s) for s in ("8", "1K", "64M", "1G", "2k", "1e6", "4KiB"))
+    for bad in ("abc", "-1K", "1Q", "", "inf", "nan"):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)

@@ -167,3 +167,15 @@ def test_a_closed_pipe_is_not_an_error():
                           shell=True, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("broadcast, ring, 3 ranks"), done
     assert "Error" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args, why", [
+    (["all_reduce", "--dtype", "banana"], "banana"),
+    (["all_reduce", "--count", "-5"], "-5"),
+    (["all_reduce", "--ranks", "512"], "512"),
+])
+def test_cli_refuses_what_it_cannot_draw(capsys, args, why):
+    with pytest.raises(SystemExit) as refused:
+        main(args)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and why in err and "Traceback" not in err, err

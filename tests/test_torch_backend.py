@@ -33,6 +33,16 @@ def test_under_torchrun_the_backend_bootstraps_through_the_store():
 
 
 @pytest.mark.mpi
+def test_under_plain_mpiexec_env_init_needs_no_code():
+    """init_process_group("dpcore") with env:// and nothing set: `import dpcore.torch` read the
+    launcher's ranks and set what torchrun would (used to fail: "RANK expected")."""
+    _, output = run_mpi(2, [SCRIPTS / "torch_torchrun.py"],
+                        env={v: None for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                               "MASTER_ADDR", "MASTER_PORT")}, timeout=120)
+    assert "rank 0: ok" in output and "rank 1: ok" in output, output
+
+
+@pytest.mark.mpi
 def test_a_rank_killed_in_ddp_training_fails_the_others_backward(tmp_path):
     """dpcore's CommError comes out of torch too: DDP's backward() raises it on the survivor,
     naming the dead rank, within seconds (DPCORE_TIMEOUT is 60 s), instead of hanging."""

@@ -34,15 +34,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, printing on one rank only (its subcommands too)."""
+    """argparse, printing on one rank only (its subcommands too), with --version."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .. import __version__
+        self.add_argument("--version", action="version",
+                          version=f"%(prog)s (dpcore {__version__})")
 
     def _print_message(self, message, file=None):
         if launcher_rank() in (None, 0):
             super()._print_message(message, file)
 
 
-def whole(low):
-    """A type: a whole number of at least `low`."""
+def whole(low, high=None):
+    """A type: a whole number of at least `low` (and at most `high`, if given)."""
     def parse(text):
         try:
             value = int(text)
@@ -50,6 +56,8 @@ def whole(low):
             raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"expected {low} or more, not {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"expected at most {high}, not {value}")
         return value
     parse.__name__ = f"whole number >= {low}"
     return parse
@@ -64,3 +72,14 @@ def positive(text):
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text}")
     return value
+
+
+def argument(parse):
+    """A type from a parser that raises ValueError: argparse shows that error's own words."""
+    def typed(text):
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    typed.__name__ = parse.__name__
+    return typed

@@ -11,12 +11,23 @@ without MPI_Finalize, exit status 1:
   - after anything else by MPI_Abort first, as `python -m mpi4py` does: the others know
     nothing, and only MPI_Abort reaches them under every launcher.
 Alone, the exception is raised as usual.
+
+Two endings are no error of the program's, and print no traceback: a UsageError (what the user
+asked for cannot be done, and every rank knows it alike) prints one line, rank 0's, and every
+rank exits with status 2 through MPI_Finalize as usual (MPI_Abort would leave MPICH's segment in
+/dev/shm); a closed pipe (`| head` stopped reading) ends the program quietly.
 """
 import os
 import sys
 import traceback
 
 from .. import CommError
+from .args import launcher_rank
+
+
+class UsageError(Exception):
+    """What the user asked for cannot be done (a path that cannot be written, a checkpoint that
+    does not load), the same on every rank: raise it on every rank, or alone."""
 
 
 def run_main(main, *args, **kwargs):
@@ -25,6 +36,16 @@ def run_main(main, *args, **kwargs):
         status = main(*args, **kwargs)
     except SystemExit:
         raise
+    except UsageError as e:
+        if launcher_rank() in (None, 0):
+            print(f"{program()}: error: {e}", file=sys.stderr, flush=True)
+        status = 2
+    except BrokenPipeError:
+        if _world() is not None:
+            raise
+        # stdout's reader is gone: the flush at exit would raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0  # not an error of ours
     except BaseException as e:
         world = _world()
         if world is not None:
@@ -36,6 +57,14 @@ def run_main(main, *args, **kwargs):
             os._exit(1)
         raise
     sys.exit(status)
+
+
+def program():
+    """This command's name as its user typed it: dpcore.cost for `python -m dpcore.cost`."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is None or not spec.name:
+        return os.path.basename(sys.argv[0]) or "dpcore"
+    return spec.name.removesuffix(".__main__")
 
 
 def _world():

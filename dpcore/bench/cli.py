@@ -26,6 +26,13 @@ def main(argv=None, collective=None):
     iters = 1 if args.iters is None else args.iters
     if min(args.stepfactor, args.repeat, iters) < 1 or min(args.warmup_iters, args.check) < 0:
         p.error("-f, -n and --repeat must be at least 1; -w and -c at least 0")
+    if args.minbytes == 0 and args.stepfactor > 1:
+        p.error(f"-b 0 times -f {args.stepfactor} stays 0 forever: start at -b 1 or more "
+                "(or step by -i with -f 1)")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):  # before the run, not after it
+            p.error(f"{flag} {path}: the folder {folder} does not exist")
     if args.one_buffer and args.register:
         p.error("--one-buffer and -R 1 choose dpcore's buffers two ways: pick one")
     check_device(p, args)
@@ -74,7 +81,8 @@ def main(argv=None, collective=None):
                    "transport": comm.transport, "device": args.device,
                    "compare": ref.name if ref else None, "compare_left_out": bench.left_out,
                    "floor": args.floor,
-                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows, **result}
+                   "repeat": args.repeat, "args": vars(args), "rows": bench.rows,
+                   "environment": bench.provenance, **result}
             if bench.model is not None:
                 doc["model"] = os.path.abspath(bench.model_path)
             with open(args.json, "w") as f:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..dtypes import bfloat16_dtype
 
-CUPY_HINT = "pip install cupy-cuda12x, or cupy-cuda11x"
+CUPY_HINT = "pip install cupy-cuda13x, or dpcore's [cuda] extra"
 
 
 class DeviceUnavailable(Exception):

@@ -31,6 +31,7 @@ import statistics
 import numpy as np
 
 from .. import _C
+from .._cli.environment import provenance
 from ..dtypes import parse_dtype
 from ..sharding import shard_range
 from .blocks import timed
@@ -72,6 +73,8 @@ class Bench:
         self.max_op = MPI.MAX
         self.n, self.rank = self.mpi.Get_size(), self.mpi.Get_rank()
         self.rows = []
+        # what the numbers were measured with (the header's line, --json's "environment")
+        self.provenance = provenance() if self.rank == 0 else None
         self.model, self.model_info, self.model_path = None, None, None  # {algo: Params}
         self._pool, self._pool_used = None, 0  # --one-buffer's two buffers; how many a row took
         self.floor = args.floor
@@ -257,6 +260,10 @@ class Bench:
                  f"register: {a.register} one-buffer: {int(a.one_buffer)}"
                  f"{f' device: {self.arrays.name}' if self.arrays.name != 'cpu' else ''}"
                  f"{' floor: 1' if self.floor else ''}")
+        if self.rank == 0:
+            self.say("# " + "  ".join(f"{k} {v}" for k, v in self.provenance.items()
+                                       if k != "settings") +
+                     "".join(f"  {k}={v}" for k, v in self.provenance["settings"].items()))
         self.say("#")
         self.say("# Using devices")
         c = self.comm

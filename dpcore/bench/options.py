@@ -2,10 +2,10 @@
 -a), plus dpcore's (--algo, -R, --one-buffer, --device, --compare, --floor, --repeat, --json,
 --model, --plot)."""
 import argparse
-import re
 
-from .._cli.args import Parser
+from .._cli.args import Parser, argument
 from ..comm.communicator import Communicator
+from ..cost.units import parse_bytes
 from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
 from .collectives import COLLECTIVES, dtype_name
@@ -21,13 +21,8 @@ _DTYPE_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "flo
 _OPS = ("sum", "prod", "max", "min", "avg")
 
 
-def parse_size(text):
-    """Bytes from nccl-tests' notation: 8, 1K, 64M, 1G (powers of 1024; an optional B)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kKmMgG]?)[bB]?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 8, 1K, 64M, 1G)")
-    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
-    return int(float(m.group(1)) * unit)
+# Bytes in nccl-tests' notation: 8, 1K, 64M, 1G (powers of 1024), read as dpcore.cost reads them
+parse_size = argument(parse_bytes)
 
 
 def _dtype_names(text):

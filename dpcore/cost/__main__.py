@@ -1,5 +1,7 @@
 """python -m dpcore.cost memory | scaling | predict | fit  (fit runs under mpiexec)."""
-from .._cli.args import Parser, whole
+import os
+
+from .._cli.args import Parser, argument, whole
 from ..bench.plot import check_matplotlib
 from .._cli.errors import run_main
 from . import memory, plots, scaling
@@ -7,6 +9,8 @@ from .choose import best_algorithm, crossover, predict
 from .formulas import ALGORITHMS, COLLECTIVES, cost
 from .params import DEFAULT, Params, default_path, load
 from .units import fmt_bytes, fmt_time, parse_bytes, parse_count
+
+positive_count = argument(parse_count)
 
 ONE_SHOT_LIMIT = 256 << 10
 
@@ -16,7 +20,7 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("memory", help="ZeRO model-state memory per rank, stage by stage")
-    m.add_argument("--params", type=parse_count, required=True, help="parameters, e.g. 70e9")
+    m.add_argument("--params", type=positive_count, required=True, help="parameters, e.g. 70e9")
     m.add_argument("--ranks", type=whole(1), required=True)
     m.add_argument("--stage", type=int, choices=range(4), help="one stage (default: all)")
     m.add_argument("--precision", choices=sorted(memory.PRECISIONS), default="mixed")
@@ -24,7 +28,7 @@ def main(argv=None):
     m.add_argument("--plot", metavar="FILE.png", help="bars per stage, as ZeRO's figure 1")
 
     s = sub.add_parser("scaling", help="predicted data-parallel step time and efficiency")
-    s.add_argument("--params", type=parse_count, default=1.3e9, help="parameters (1.3e9)")
+    s.add_argument("--params", type=positive_count, default=1.3e9, help="parameters (1.3e9)")
     s.add_argument("--ranks", type=_rank_counts, default="8,64,1024",
                    help="comma-separated (8,64,1024)")
     s.add_argument("--bandwidth", type=float, default=25.0, metavar="GB/s",
@@ -33,12 +37,12 @@ def main(argv=None):
                    help="network latency per message (10 us)")
     s.add_argument("--reduce-bandwidth", type=float, default=None, metavar="GB/s",
                    help="speed of the reduction (gamma); default: free")
-    s.add_argument("--step-flops", type=parse_count, default=None, metavar="F",
+    s.add_argument("--step-flops", type=positive_count, default=None, metavar="F",
                    help="FLOPs of one rank's step (weak) or the global batch (--strong); "
                         "default 6 x params x --tokens")
-    s.add_argument("--tokens", type=parse_count, default=16384,
+    s.add_argument("--tokens", type=positive_count, default=16384,
                    help="tokens per rank per step when --step-flops is not given (16384)")
-    s.add_argument("--flops-per-rank", type=parse_count, default=150e12, metavar="R",
+    s.add_argument("--flops-per-rank", type=positive_count, default=150e12, metavar="R",
                    help="achieved FLOP/s per rank (150e12)")
     s.add_argument("--strong", action="store_true", help="fixed global batch")
     s.add_argument("--overlap", action="store_true", help="overlap with backward (DDP)")
@@ -55,7 +59,8 @@ def main(argv=None):
     p = sub.add_parser("predict", help="every algorithm's predicted time, and the best")
     p.add_argument("coll", choices=COLLECTIVES)
     p.add_argument("--ranks", type=whole(1), default=8)
-    p.add_argument("--sizes", default="1K,64K,1M,64M", help="bytes S, comma-separated")
+    p.add_argument("--sizes", type=argument(_sizes), default="1K,64K,1M,64M",
+                   help="bytes S, comma-separated")
     p.add_argument("--local-size", type=int, default=None, help="ranks per node (hierarchical)")
     _add_params_args(p)
 
@@ -67,6 +72,21 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, "plot", None):
         check_matplotlib()  # before a minute of fitting, not after
+    if args.command == "fit":
+        from .fit_cli import run_fit
+
+        return run_fit(args.out or default_path(), args.quick, args.plot)
+    try:
+        run_model(args)
+    except ValueError as e:  # what the numbers given cannot describe (8 ranks in nodes of 3)
+        sub.choices[args.command].error(str(e))
+    if getattr(args, "plot", None):
+        print(f"plot: {args.plot}")
+    return 0
+
+
+def run_model(args):
+    """memory, scaling or predict: arithmetic on the numbers given, no communication."""
     if args.command == "memory":
         stages = (args.stage,) if args.stage is not None else (0, 1, 2, 3)
         print(memory.report(args.params, args.ranks, stages, args.precision, args.gpu_memory))
@@ -75,15 +95,12 @@ def main(argv=None):
                          args.gpu_memory)
     elif args.command == "scaling":
         run_scaling(args)
-    elif args.command == "predict":
-        run_predict(args)
     else:
-        from .fit_cli import run_fit
+        run_predict(args)
 
-        return run_fit(args.out or default_path(), args.quick, args.plot)
-    if getattr(args, "plot", None):
-        print(f"plot: {args.plot}")
-    return 0
+
+def _sizes(text):
+    return [parse_bytes(x) for x in text.split(",")]
 
 
 def _rank_counts(text):
@@ -130,7 +147,15 @@ def _params(args):
         alpha = args.alpha if args.alpha is not None else DEFAULT.alpha * 1e6
         bw = args.bandwidth if args.bandwidth is not None else 1 / DEFAULT.beta / 1e9
         return Params.from_rates(alpha, bw, args.reduce_bandwidth), "given on the command line"
-    fitted = load(args.params_file)
+    path = args.params_file
+    if path and not os.path.isfile(path):
+        raise ValueError(f"--fit {path}: no such file (write one with `mpiexec -n 2 python -m "
+                         f"dpcore.cost fit --out {path}`)")
+    try:
+        fitted = load(path)
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, or not a fit's JSON
+        raise ValueError(f"{path or default_path()} is not a fit written by `python -m "
+                         f"dpcore.cost fit`: {type(e).__name__}: {e}") from None
     if fitted:
         return fitted, f"fitted, from {args.params_file or default_path()}"
     return DEFAULT, "illustrative defaults (run `mpiexec -n 2 python -m dpcore.cost fit`)"
@@ -138,7 +163,7 @@ def _params(args):
 
 def run_predict(args):
     params, source = _params(args)
-    sizes = [parse_bytes(x) for x in args.sizes.split(",")]
+    sizes = args.sizes
     n, kw = args.ranks, {"local_size": args.local_size}
     algos = [a for a in ALGORITHMS if a != "hierarchical" or args.local_size]
     print(f"{args.coll} on {n} ranks, predicted time; parameters {source}")

@@ -4,6 +4,8 @@ Sizes in bytes use binary suffixes (64K = 65536), as nccl-tests' -b/-e do; count
 (parameters, FLOPs) use decimal ones (70B = 70e9). Printed bytes are decimal (1 GB = 1e9 B), as
 GB/s and the ZeRO paper are.
 """
+import math
+
 _BINARY = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _DECIMAL = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 
@@ -17,20 +19,31 @@ def _split(text):
 
 
 def parse_bytes(text):
-    """'64K' -> 65536, '1M' -> 1048576, '1e6' -> 1000000 (a trailing B or iB is ignored)."""
+    """'64K' -> 65536, '1M' -> 1048576, '1e6' -> 1000000 (a trailing B or iB is ignored; any
+    case): the one reading of a size, for the bench's -b/-e and the cost model's --sizes."""
     number, suffix = _split(text)
-    suffix = suffix.removesuffix("IB").removesuffix("B")
-    if suffix not in _BINARY:
-        raise ValueError(f"cannot read {text!r} as a size in bytes (try 64K, 1M, 2G)")
-    return int(float(number) * _BINARY[suffix])
+    value = _number(number, _BINARY.get(suffix.removesuffix("IB").removesuffix("B")))
+    if not 0 <= value < math.inf:
+        raise ValueError(f"cannot read {text!r} as a size in bytes (examples: 8, 64K, 1M, 2G)")
+    return int(value)
 
 
 def parse_count(text):
-    """'70B' -> 70e9, '1.5e9' -> 1.5e9, '150T' -> 150e12: decimal suffixes for big counts."""
+    """'70B' -> 70e9, '1.5e9' -> 1.5e9, '150T' -> 150e12: decimal suffixes for big counts,
+    which are positive (parameters, tokens, FLOPs)."""
     number, suffix = _split(text)
-    if suffix not in _DECIMAL:
-        raise ValueError(f"cannot read {text!r} as a number (try 70e9 or 70B)")
-    return float(number) * _DECIMAL[suffix]
+    value = _number(number, _DECIMAL.get(suffix))
+    if not 0 < value < math.inf:
+        raise ValueError(f"cannot read {text!r} as a positive number (examples: 70e9, 70B)")
+    return value
+
+
+def _number(number, unit):
+    """float(number) * unit, or nan where either is not a number."""
+    try:
+        return float(number) * unit
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def fmt_bytes(n, binary=False):

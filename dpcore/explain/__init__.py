@@ -40,7 +40,12 @@ def simulate(coll, algo, n, count=None, dtype="float32", root=0, local_size=None
     if n < 1 or not 0 <= root < n:
         raise ValueError(f"need n >= 1 ranks and a root in [0, n), got n={n}, root={root}")
     count = 840 * n if count is None else int(count)
-    itemsize = np.dtype(dtype).itemsize
+    if count < 0:
+        raise ValueError(f"count is a number of elements, 0 or more, not {count}")
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:
+        raise ValueError(f"unknown dtype {dtype!r} (float32, float16, int8, ...)") from None
     k = local_size or default_local_size(n)
     if algo == "hierarchical" and n % k:
         raise ValueError(f"hierarchical: {n} ranks do not split into nodes of {k}")

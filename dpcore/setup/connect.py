@@ -5,6 +5,7 @@ import numbers
 
 from .. import settings as _settings
 from .bootstrap import Bootstrap
+from .info import log_init
 from .store_wire import StoreWire, refuse_what_needs_mpi, trace_gather
 from . import transports
 
@@ -52,6 +53,8 @@ def _connect(boot, settings, timeout):
     # is made by it)
     one_shot_bytes = node.bcast(settings.one_shot_bytes, 0, "init: agree on one_shot's slot")
     connection = transports.connect(transport, boot, nodes, settings, timeout)
+    if settings.debug == "INFO":
+        log_init(boot, nodes, node, transport, settings, timeout)
     return Made(boot=boot, node=node, settings=settings, timeout=timeout, transport=transport,
                 backend=connection.backend, direct=connection.direct,
                 one_shot_bytes=one_shot_bytes,

@@ -30,7 +30,10 @@ How, and why so:
 """
 import torch.distributed as dist
 
+from .connect import fill_env_from_launcher
 from .process_group import ProcessGroup, create
+
+fill_env_from_launcher()  # env:// under mpiexec, as under torchrun
 
 if "DPCORE" not in dist.Backend._plugins:
     dist.Backend.register_backend("dpcore", create, extended_api=True, devices=["cpu"])

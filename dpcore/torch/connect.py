@@ -5,10 +5,12 @@ ranks tell each other their MPI rank through the group's store, and the communic
 over exactly those MPI ranks in torch's rank order, so torch's rank r is dpcore's rank r even
 where the two numberings differ (a rank given by hand, a group of some ranks). Without MPI in
 the job (launched by torchrun), dpcore bootstraps through the store itself:
-dpcore.init(store=, rank=, size=, timeout=).
+dpcore.init(store=, rank=, size=, timeout=). Under mpiexec with torch's default env://, the
+variables torchrun would set come from MPI (fill_env_from_launcher, at `import dpcore.torch`).
 """
 import math
 import os
+import socket
 from datetime import timedelta
 
 from torch.distributed.constants import default_pg_timeout
@@ -20,6 +22,35 @@ from ..setup.bootstrap import MPI_RANK_VARIABLES
 
 def under_mpi():
     return any(v in os.environ for v in MPI_RANK_VARIABLES)
+
+
+def fill_env_from_launcher():
+    """Under mpiexec (or srun with MPI) without torchrun's variables, set them as torchrun does,
+    so that init_process_group("dpcore") with env:// (torch's default) needs no code of the
+    user's: RANK and WORLD_SIZE from MPI, LOCAL_RANK and LOCAL_WORLD_SIZE from this host's
+    ranks, and MASTER_ADDR:MASTER_PORT (torch's store) on rank 0's host at a port free there.
+    A collective over MPI_COMM_WORLD: every rank imports dpcore.torch, as every rank joins the
+    process group. Variables already set (RANK, or a chosen MASTER_ADDR) are left alone."""
+    if "RANK" in os.environ or not under_mpi():
+        return
+    try:
+        from mpi4py import MPI
+    except ImportError:  # no MPI to ask: env:// says what it lacks, as without dpcore
+        return
+
+    world = MPI.COMM_WORLD
+    address = None
+    if world.rank == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            address = (socket.gethostname(), str(s.getsockname()[1]))
+    host, port = world.bcast(address, root=0)
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    os.environ.update(RANK=str(world.rank), WORLD_SIZE=str(world.size),
+                      LOCAL_RANK=str(local.rank), LOCAL_WORLD_SIZE=str(local.size))
+    local.Free()
+    os.environ.setdefault("MASTER_ADDR", host)
+    os.environ.setdefault("MASTER_PORT", port)
 
 
 def seconds(timeout):
