@@ -13,6 +13,7 @@
 #include "core/backend.h"
 #include "core/collectives.h"
 #include "cuda/device_transport.h"
+#include "cuda/emulated_stream.h"
 
 namespace py = pybind11;
 
@@ -115,6 +116,18 @@ void bindDevice(py::module_& m) {
             return b.submit(deviceTask(coll, dtype, op, root, algo, in, out, count, total,
                                        stream));
           });
+  // dpcore.emulated's arrays: a host-to-device copy queued on the caller's stream (it lands
+  // late, as cudaMemcpyAsync's), and the host's wait for a stream (cudaStreamSynchronize)
+  m.def("emulated_copy", [](uintptr_t stream, uintptr_t dst, const py::bytes& src) {
+    auto data = std::make_shared<std::string>(src);  // staged now, as in pinned memory
+    callerStream(stream)->enqueue([dst, data] {
+      std::memcpy(reinterpret_cast<void*>(dst), data->data(), data->size());
+    });
+  });
+  m.def("emulated_sync", [](uintptr_t stream) {
+    auto s = callerStream(stream);
+    s->wait(s->tail());
+  }, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace dpcore

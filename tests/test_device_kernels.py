@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc", "csrc/host/reduce.cc",
+SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc",
+           "csrc/cuda/emulated_stream.cc", "csrc/host/reduce.cc",
            "csrc/cpu/shm_segment.cc"]
 CXX = os.environ.get("CXX", "g++")
 
