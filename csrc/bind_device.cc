@@ -35,10 +35,12 @@ std::unique_ptr<Device> deviceFor(bool emulated, int index) {
 #endif
 }
 
-Task deviceTask(int coll, int dtype, int op, int root, int algo, uintptr_t in, uintptr_t out,
-                size_t count, size_t total, uintptr_t stream) {
+// On the caller's thread, when the call is made: the caller's stream as it stands now.
+Task deviceTask(DeviceBackend& b, int coll, int dtype, int op, int root, int algo, uintptr_t in,
+                uintptr_t out, size_t count, size_t total, uintptr_t stream) {
   return taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
-                reinterpret_cast<void*>(out), count, total, stream);
+                reinterpret_cast<void*>(out), count, total,
+                b.engine().transport().device().mark(stream));
 }
 
 IpcHandle handleOf(const py::bytes& b) {
@@ -108,12 +110,12 @@ void bindDevice(py::module_& m) {
       .def("run_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                             uintptr_t in, uintptr_t out, size_t count, size_t total,
                             uintptr_t stream) {
-            b.run(deviceTask(coll, dtype, op, root, algo, in, out, count, total, stream));
+            b.run(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total, stream));
           }, py::call_guard<py::gil_scoped_release>())
       .def("submit_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                                uintptr_t in, uintptr_t out, size_t count, size_t total,
                                uintptr_t stream) {
-            return b.submit(deviceTask(coll, dtype, op, root, algo, in, out, count, total,
+            return b.submit(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total,
                                        stream));
           });
   // dpcore.emulated's arrays: a host-to-device copy queued on the caller's stream (it lands

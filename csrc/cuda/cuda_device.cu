@@ -80,7 +80,10 @@ class CudaDevice : public Device {
     void* p = nullptr;
     check(cudaMalloc(&p, bytes), "allocate the transport's buffers");
     owned_.push_back(p);
-    check(cudaMemset(p, 0, bytes), "clear the transport's buffers");
+    // on our stream, and ended before a peer can have the handle: its kernels run on streams
+    // of its own, which nothing orders after ours
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "clear the transport's buffers");
+    check(cudaStreamSynchronize(stream_), "clear the transport's buffers");
     cudaIpcMemHandle_t h;
     check(cudaIpcGetMemHandle(&h, p), "export an IPC handle");
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
@@ -101,14 +104,29 @@ class CudaDevice : public Device {
 
   void unlinkShared() override {}  // an IPC handle names nothing that could outlive the process
 
-  void afterStream(uintptr_t stream) override {
+  uint64_t mark(uintptr_t stream) override {
     check(cudaSetDevice(device_), "set device");
     cudaEvent_t ready;
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "create an event");
-    check(cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream)),
-          "record the caller's stream");
-    check(cudaStreamWaitEvent(stream_, ready, 0), "wait for the caller's stream");
-    check(cudaEventDestroy(ready), "destroy an event");  // freed once the wait has passed
+    const cudaError_t recorded = cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream));
+    if (recorded != cudaSuccess) cudaEventDestroy(ready);
+    check(recorded, "record the caller's stream");
+    return marks_.add(ready);
+  }
+
+  bool passed(uint64_t mark) override {
+    const cudaError_t state = cudaEventQuery(marks_.get(mark));
+    if (state == cudaErrorNotReady) return false;
+    check(state, "the caller's stream failed");
+    return true;
+  }
+
+  void follow(uint64_t mark) override {
+    check(cudaSetDevice(device_), "set device");
+    std::vector<cudaEvent_t> taken = marks_.take(mark);
+    const cudaError_t waited = cudaStreamWaitEvent(stream_, taken.back(), 0);
+    for (cudaEvent_t e : taken) cudaEventDestroy(e);  // freed once the wait has passed
+    check(waited, "wait for the caller's stream");
   }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
@@ -136,6 +154,7 @@ class CudaDevice : public Device {
   uint64_t* doneDevice_ = nullptr;  // the same word, as kernels reach it
   uint64_t launched_ = 0;
   std::vector<void*> owned_, opened_;
+  Marks<cudaEvent_t> marks_;
 };
 
 }  // namespace

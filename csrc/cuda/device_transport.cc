@@ -114,8 +114,17 @@ void DeviceTransport::begin(const CallContext& call) {
 
 std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHeader& mine) {
   const bool moves = task.coll != Coll::kBarrier && task.algo != Algo::kCountsOnly;
-  // Kernels read the caller's buffers only after the work the caller queued before the call.
-  if (moves) device_->afterStream(task.stream);
+  if (moves) {
+    // direct: the peers' kernels read this rank's buffers as soon as they have its header, and
+    // nothing orders their streams after ours, so the caller's work on them must have ended
+    // first (the host waits: no kernel ever waits for another process's)
+    while (task.algo == Algo::kDirect && !device_->passed(task.ready)) {
+      control_.watch("the caller's stream to reach this call");
+      sched_yield();
+    }
+    // our kernels read the caller's buffers only after the work queued before the call
+    device_->follow(task.ready);
+  }
   control_.openExchange();  // from here our one-shot slot of this parity is free
   if (task.algo == Algo::kOneShot && size() > 1 && publishesPayload(task, rank()) &&
       task.count) {

@@ -129,7 +129,7 @@ class EmulatedDevice : public Device {
     // cudaMalloc's memory holds what it held; cudaMemset's zeros land later, on the stream
     char* p = owned_.back()->data();
     std::memset(p, kGarbage, bytes);
-    stream_->enqueue([p, bytes] { std::memset(p, 0, bytes); });
+    stream_->wait(stream_->enqueue([p, bytes] { std::memset(p, 0, bytes); }));
     return p;
   }
 
@@ -143,10 +143,17 @@ class EmulatedDevice : public Device {
     for (auto& segment : owned_) segment->unlink();
   }
 
-  void afterStream(uintptr_t stream) override {
+  uint64_t mark(uintptr_t stream) override {
     auto caller = callerStream(stream);
-    const uint64_t ticket = caller->tail();
-    stream_->enqueue([caller, ticket] { caller->wait(ticket); });
+    return marks_.add(Mark{caller, caller->tail()});
+  }
+  bool passed(uint64_t mark) override {
+    const Mark m = marks_.get(mark);
+    return m.stream->reached(m.ticket);
+  }
+  void follow(uint64_t mark) override {
+    const Mark m = marks_.take(mark).back();
+    stream_->enqueue([m] { m.stream->wait(m.ticket); });
   }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
@@ -165,6 +172,10 @@ class EmulatedDevice : public Device {
 
  private:
   static constexpr int kGarbage = 0xA5;
+  struct Mark {
+    std::shared_ptr<EmulatedStream> stream;
+    uint64_t ticket;  // the work queued there when the mark was made
+  };
 
   static unsigned checked(unsigned blocks, unsigned threads) {
     if (blocks == 0 || threads == 0) {
@@ -178,6 +189,7 @@ class EmulatedDevice : public Device {
   uint64_t launched_ = 0;    // the blocks launched
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
   std::vector<int> fds_;     // owned_'s, truncated when this device goes
+  Marks<Mark> marks_;
   ThreadGrid grid_;          // its threads stop before the memory they may write goes
   std::unique_ptr<EmulatedStream> stream_;  // last: stops before the grid it drives
 };

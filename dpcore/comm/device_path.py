@@ -6,6 +6,8 @@ comm.alloc(..., device="cuda"), which the peers have mapped (the transport check
 Each call follows the work queued on the caller's current stream before it; it returns once its
 kernels have ended, and an async call's Work.wait() returns then too, so the result may be used
 on any stream."""
+import time
+
 from ..dtypes import ALGORITHMS
 from ..setup import device_transport
 from ..setup.segments import agreed_request
@@ -116,14 +118,19 @@ class DevicePath:
         return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0))
 
     def close(self, why):
-        """Leave. A peer may still be reading this rank's device memory (the last one_shot
-        payload): CUDA leaves freeing memory a peer has mapped undefined, so unless every peer
-        has left or died, the backend and its memory stay until the process exits."""
+        """Leave, and free this rank's device memory once every peer has left or died: until
+        then a peer's kernel may still read it (the last one_shot payload), and CUDA leaves
+        freeing memory that a peer maps undefined (the emulation faults the peer). The wait is
+        bounded by the timeout; past it, the backend and its memory stay until the process
+        exits."""
         if self._backend is None:
             return
         backend, self._backend = self._backend, None
         backend.drain()
         backend.leave(why)
+        deadline = time.monotonic() + (self._timeout or 0)
+        while not backend.peers_gone() and time.monotonic() < deadline:
+            time.sleep(0.002)
         if not backend.peers_gone():
             _kept_until_exit.append(backend)
 
