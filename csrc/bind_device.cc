@@ -35,9 +35,15 @@ std::unique_ptr<Device> deviceFor(bool emulated, int index) {
 #endif
 }
 
-// On the caller's thread, when the call is made: the caller's stream as it stands now.
+// On the caller's thread, when the call is made: the caller's stream as it stands now. A call
+// inside a CUDA graph's capture is refused here, before the peers hear of it.
 Task deviceTask(DeviceBackend& b, int coll, int dtype, int op, int root, int algo, uintptr_t in,
                 uintptr_t out, size_t count, size_t total, uintptr_t stream) {
+  if (b.engine().transport().device().capturing(stream)) {
+    throw std::invalid_argument("dpcore: the caller's stream is capturing a CUDA graph, and "
+                                "dpcore's collectives cannot be captured yet: call it outside "
+                                "the capture");
+  }
   return taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
                 reinterpret_cast<void*>(out), count, total,
                 b.engine().transport().device().mark(stream));
@@ -125,6 +131,9 @@ void bindDevice(py::module_& m) {
     callerStream(stream)->enqueue([dst, data] {
       std::memcpy(reinterpret_cast<void*>(dst), data->data(), data->size());
     });
+  });
+  m.def("emulated_capture", [](uintptr_t stream, bool on) {
+    callerStream(stream)->setCapturing(on);
   });
   m.def("emulated_sync", [](uintptr_t stream) {
     auto s = callerStream(stream);

@@ -13,6 +13,8 @@ the emulation runs after a seeded random delay (csrc/cuda/emulated_stream.h); ge
 that stream first, as CuPy's does. A collective follows the caller's stream, so a call that
 forgets to order its reads after it sees stale data here, as it would on the GPU.
 """
+import contextlib
+
 import numpy as np
 
 
@@ -68,6 +70,17 @@ def _C():
     from . import _C as module
 
     return module
+
+
+@contextlib.contextmanager
+def capturing(stream=1):
+    """Within it, `stream` says it is capturing a CUDA graph (cudaStreamIsCapturing), as under
+    torch.cuda.graph or cupy's stream.begin_capture: nothing is captured, calls only see it."""
+    _C().emulated_capture(stream, True)
+    try:
+        yield
+    finally:
+        _C().emulated_capture(stream, False)
 
 
 def asarray(a, dtype=None, stream=1):

@@ -41,6 +41,8 @@ class Settings:
     explain_auto: bool = False           # DPCORE_EXPLAIN_AUTO=1: print auto's choices
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
     cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
+    # The emulation reads two of its own where its streams are made (csrc/cuda/emulated_stream.h):
+    # DPCORE_EMULATION_SEED (its delays' seed) and DPCORE_EMULATION_DELAY_US ("HI" or "LO-HI").
 
 
 def timeout_seconds(value):

@@ -22,6 +22,26 @@ void check(cudaError_t err, const char* what) {
   }
 }
 
+// device made current for a scope, the caller's current device restored after it: the threads
+// that call in (a caller's, at the call; the worker) keep the device they had chosen
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    check(cudaGetDevice(&saved_), "get device");
+    if (saved_ != device) check(cudaSetDevice(device), "set device");
+    changed_ = saved_ != device;
+  }
+  ~CurrentDevice() {
+    if (changed_) cudaSetDevice(saved_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int saved_ = 0;
+  bool changed_ = false;
+};
+
 constexpr unsigned kThreads = 256;
 
 template <class E, class Op>
@@ -53,7 +73,7 @@ unsigned launchReduceCopy(DType dtype, ReduceOp op, const ReduceCopyArgs& args,
 class CudaDevice : public Device {
  public:
   explicit CudaDevice(int device) : device_(device) {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_),
           "count multiprocessors");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
@@ -64,19 +84,22 @@ class CudaDevice : public Device {
           "map the completion counter");
   }
   ~CudaDevice() override {
+    int saved = 0;
+    cudaGetDevice(&saved);
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     for (void* p : opened_) cudaIpcCloseMemHandle(p);
     for (void* p : owned_) cudaFree(p);
     cudaFreeHost(doneHost_);
     cudaStreamDestroy(stream_);
+    cudaSetDevice(saved);
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
 
   void* allocShared(size_t bytes, IpcHandle* handle) override {
     static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle), "IPC handle too large");
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     void* p = nullptr;
     check(cudaMalloc(&p, bytes), "allocate the transport's buffers");
     owned_.push_back(p);
@@ -92,7 +115,7 @@ class CudaDevice : public Device {
   }
 
   void* openShared(const IpcHandle& handle, size_t) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     void* p = nullptr;
@@ -104,8 +127,15 @@ class CudaDevice : public Device {
 
   void unlinkShared() override {}  // an IPC handle names nothing that could outlive the process
 
+  bool capturing(uintptr_t stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status),
+          "ask whether the caller's stream is capturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+
   uint64_t mark(uintptr_t stream) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     cudaEvent_t ready;
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "create an event");
     const cudaError_t recorded = cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream));
@@ -122,7 +152,7 @@ class CudaDevice : public Device {
   }
 
   void follow(uint64_t mark) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     std::vector<cudaEvent_t> taken = marks_.take(mark);
     const cudaError_t waited = cudaStreamWaitEvent(stream_, taken.back(), 0);
     for (cudaEvent_t e : taken) cudaEventDestroy(e);  // freed once the wait has passed
@@ -130,7 +160,7 @@ class CudaDevice : public Device {
   }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     args.done = doneDevice_;
     return launched_ += launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
   }

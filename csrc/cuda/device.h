@@ -46,6 +46,9 @@ class Device {
   // is whether the host can see that work has ended; follow makes the work queued here next
   // wait for it. Marks are followed in the order made; following one releases it and those
   // made before it (a refused call's).
+  // capturing: whether the caller's stream is capturing a CUDA graph, where a call would break
+  // the capture (and a host that waits for a kernel never sees it run): such calls are refused.
+  virtual bool capturing(uintptr_t stream) = 0;
   virtual uint64_t mark(uintptr_t stream) = 0;
   virtual bool passed(uint64_t mark) = 0;
   virtual void follow(uint64_t mark) = 0;

@@ -143,6 +143,7 @@ class EmulatedDevice : public Device {
     for (auto& segment : owned_) segment->unlink();
   }
 
+  bool capturing(uintptr_t stream) override { return callerStream(stream)->capturing(); }
   uint64_t mark(uintptr_t stream) override {
     auto caller = callerStream(stream);
     return marks_.add(Mark{caller, caller->tail()});

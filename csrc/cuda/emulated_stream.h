@@ -10,6 +10,7 @@
 // CUDA's cudaStreamPerThread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,10 @@ class EmulatedStream {
   uint64_t tail();                 // the ticket of the last work queued (0: none yet)
   bool reached(uint64_t ticket);   // that work has ended (and every earlier one)
   void wait(uint64_t ticket);      // until it has
+  // Whether it is capturing a CUDA graph, as a test says (emulated_capture): the emulation
+  // captures nothing, it only answers cudaStreamIsCapturing.
+  bool capturing() const { return capturing_.load(); }
+  void setCapturing(bool on) { capturing_.store(on); }
 
  private:
   void serve();
@@ -44,6 +49,7 @@ class EmulatedStream {
   bool stop_ = false;
   std::mt19937_64 rng_;
   uint32_t lo_, hi_;
+  std::atomic<bool> capturing_{false};
   std::thread thread_;  // last: started once the rest exists
 };
 

@@ -120,8 +120,9 @@ def stream_of(view):
     array = view.array
     library = _library(array)
     name = library.__name__ if library is not None else ""
-    if name == "cupy":
-        return library.cuda.get_current_stream().ptr
+    if name == "cupy":  # the current stream of the array's device, not of the current device
+        with array.device:
+            return library.cuda.get_current_stream().ptr
     if name == "torch":
         return library.cuda.current_stream(array.device).cuda_stream
     stream = array.__cuda_array_interface__.get("stream")  # version 3: the producer's
