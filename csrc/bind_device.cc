@@ -104,6 +104,13 @@ void bindDevice(py::module_& m) {
             py::gil_scoped_release release;
             b.engine().transport().mapRegion(id, bytes, all, bases);
           })
+      // regions every rank dropped: unmap the peers' everywhere, then free this rank's
+      .def("unmap_region", [](DeviceBackend& b, uint32_t id) {
+            b.engine().transport().unmapRegion(id);
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("free_region", [](DeviceBackend& b, uint32_t id) {
+            b.engine().transport().freeRegion(id);
+          }, py::call_guard<py::gil_scoped_release>())
       // the host segment's name (once every rank has mapped it), and the device slots' (once
       // every rank has mapped every peer's)
       .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })

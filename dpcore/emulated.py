@@ -17,6 +17,8 @@ import contextlib
 
 import numpy as np
 
+from . import _C
+
 
 class EmulatedArray:
     """A C-contiguous NumPy buffer that dpcore treats as device memory."""
@@ -44,7 +46,7 @@ class EmulatedArray:
     def get(self):
         """A NumPy copy, once the array's stream has run what was queued on it, as CuPy's
         ndarray.get()."""
-        _C().emulated_sync(self.stream)
+        _C.emulated_sync(self.stream)
         return self._host.copy()
 
     def set(self, a):
@@ -54,7 +56,7 @@ class EmulatedArray:
             raise ValueError("dpcore.emulated: set() needs a C-contiguous array")
         staged = np.empty_like(self._host)
         np.copyto(staged, a)
-        _C().emulated_copy(self.stream, self._host.ctypes.data, staged.tobytes())
+        _C.emulated_copy(self.stream, self._host.ctypes.data, staged.tobytes())
 
     def __getitem__(self, index):  # views share the memory, as on a device
         return EmulatedArray(self._host[index], self._owner, self.stream)
@@ -66,21 +68,15 @@ class EmulatedArray:
         return f"EmulatedArray({self._host!r})"
 
 
-def _C():
-    from . import _C as module
-
-    return module
-
-
 @contextlib.contextmanager
 def capturing(stream=1):
     """Within it, `stream` says it is capturing a CUDA graph (cudaStreamIsCapturing), as under
     torch.cuda.graph or cupy's stream.begin_capture: nothing is captured, calls only see it."""
-    _C().emulated_capture(stream, True)
+    _C.emulated_capture(stream, True)
     try:
         yield
     finally:
-        _C().emulated_capture(stream, False)
+        _C.emulated_capture(stream, False)
 
 
 def asarray(a, dtype=None, stream=1):

@@ -1,7 +1,8 @@
 """The orderings a GPU does not forgive, on the CPU emulation of the device, whose streams run
 kernels, fills and host copies late, after seeded random delays (csrc/cuda/emulated_stream.h),
 and whose memory faults once its owner has gone: each case of scripts/device_ordering.py failed
-before the device transport ordered what it names (issue 25's defects 6, 1, 2 and 3)."""
+before the device transport ordered what it names (issue 25's defects 6, 1, 2 and 3), and buffers
+that every rank dropped are freed (defect 6's leak)."""
 import pytest
 
 from mpi_helpers import run_ok
@@ -23,6 +24,10 @@ def test_direct_reads_what_the_peers_wrote_on_their_streams():
 
 def test_an_async_call_follows_the_callers_stream():
     run_ok("device_ordering.py", 2, "async", env=EMULATED, timeout=120)
+
+
+def test_buffers_every_rank_dropped_are_freed():
+    run_ok("device_ordering.py", 3, "free", env=EMULATED, timeout=120)
 
 
 def test_a_rank_that_exits_leaves_its_memory_until_the_peers_read_it():

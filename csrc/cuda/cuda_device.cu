@@ -5,6 +5,7 @@
 // post, and no kernel ever waits for another process's.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -126,6 +127,19 @@ class CudaDevice : public Device {
   }
 
   void unlinkShared() override {}  // an IPC handle names nothing that could outlive the process
+
+  void freeShared(void* p) override {
+    CurrentDevice current(device_);
+    check(cudaStreamSynchronize(stream_), "finish the work on a buffer before freeing it");
+    owned_.erase(std::remove(owned_.begin(), owned_.end(), p), owned_.end());
+    check(cudaFree(p), "free a buffer");
+  }
+
+  void closeShared(void* p) override {
+    CurrentDevice current(device_);
+    opened_.erase(std::remove(opened_.begin(), opened_.end(), p), opened_.end());
+    check(cudaIpcCloseMemHandle(p), "unmap a peer's buffer");
+  }
 
   bool capturing(uintptr_t stream) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -38,6 +38,10 @@ class Device {
   virtual void* allocShared(size_t bytes, IpcHandle* handle) = 0;
   virtual void* openShared(const IpcHandle& handle, size_t bytes) = 0;
   virtual void unlinkShared() = 0;
+  // freeShared: this rank's allocShared memory, once its queued work has ended and no peer maps
+  // it any more; closeShared: a peer's, mapped here by openShared.
+  virtual void freeShared(void* p) = 0;
+  virtual void closeShared(void* p) = 0;
 
   // The caller's stream (a cudaStream_t; 0: the legacy default stream; 2: the calling thread's
   // default) as it stood when the call was made: mark(stream) records the work queued there so

@@ -89,6 +89,25 @@ void DeviceTransport::mapRegion(uint32_t id, size_t bytes, const std::vector<Ipc
   regions_[id] = std::move(region);
 }
 
+void DeviceTransport::unmapRegion(uint32_t id) {
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  const auto it = regions_.find(id);
+  if (it == regions_.end()) return;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) device_->closeShared(it->second.mapped[r]);
+  }
+  unmapped_[id] = it->second.mapped[rank()];
+  regions_.erase(it);
+}
+
+void DeviceTransport::freeRegion(uint32_t id) {
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  const auto it = unmapped_.find(id);
+  if (it == unmapped_.end()) return;
+  device_->freeShared(it->second);
+  unmapped_.erase(it);
+}
+
 uint32_t DeviceTransport::regionOf(const void* p, size_t bytes) const {
   const auto at = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(regionsMutex_);

@@ -119,9 +119,10 @@ class EmulatedDevice : public Device {
     const std::string name = "/dpcore-" + std::to_string(getpid()) + "-emulated-" +
                              std::to_string(made++);
     if (name.size() >= sizeof(handle->bytes)) throw std::length_error("dpcore: handle too long");
-    owned_.push_back(std::make_unique<ShmSegment>(name, bytes, true));
+    auto segment = std::make_unique<ShmSegment>(name, bytes, true);
     const int fd = shm_open(name.c_str(), O_RDWR, 0600);  // kept, to truncate at our exit
     if (fd < 0) throw std::runtime_error("dpcore: cannot reopen " + name);
+    owned_.push_back(std::move(segment));
     fds_.push_back(fd);
     unmapAtExit(fd);
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
@@ -141,6 +142,26 @@ class EmulatedDevice : public Device {
 
   void unlinkShared() override {
     for (auto& segment : owned_) segment->unlink();
+  }
+
+  void freeShared(void* p) override {
+    stream_->wait(stream_->tail());
+    for (size_t k = 0; k < owned_.size(); ++k) {
+      if (owned_[k]->data() != p) continue;
+      exitUnmap(fds_[k]);
+      fds_.erase(fds_.begin() + k);
+      owned_.erase(owned_.begin() + k);
+      return;
+    }
+  }
+
+  void closeShared(void* p) override {
+    for (size_t k = 0; k < opened_.size(); ++k) {
+      if (opened_[k]->data() == p) {
+        opened_.erase(opened_.begin() + k);
+        return;
+      }
+    }
   }
 
   bool capturing(uintptr_t stream) override { return callerStream(stream)->capturing(); }
@@ -189,7 +210,7 @@ class EmulatedDevice : public Device {
   uint64_t blocksDone_ = 0;  // the kernels' blocks that finished (releaseAdd)
   uint64_t launched_ = 0;    // the blocks launched
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
-  std::vector<int> fds_;     // owned_'s, truncated when this device goes
+  std::vector<int> fds_;     // owned_'s, one each, truncated when this device goes
   Marks<Mark> marks_;
   ThreadGrid grid_;          // its threads stop before the memory they may write goes
   std::unique_ptr<EmulatedStream> stream_;  // last: stops before the grid it drives

@@ -8,6 +8,8 @@ leaves an ordering to luck. Run by tests/test_device_ordering.py.
                set() on its own stream, rank 0's landing 50 ms late: they must have landed first
   async        an async call on the per-thread default stream (2) must follow the caller's
                stream, not the worker thread's
+  free         a comm.alloc(device="cuda") buffer a step, the last one dropped: the regions every
+               rank dropped are freed (and unmapped) at a later alloc, not kept to the end
   exit         rank 0's kernels start 0.3 s late; rank 1 closes and exits as soon as its call
                returns: its memory must stay until rank 0 has read it
 
@@ -54,6 +56,20 @@ elif case == "async":
         x.set(np.full(count, rank + 1 + i, np.float32))
         y = comm.all_reduce(x, algo="one_shot", async_op=True).wait()
         check.equal(y.get(), np.full(count, total + size * i, np.float32), f"round {i}")
+elif case == "free":
+    def mapped():  # the emulated device memory mapped here: each region's, each peer's
+        with open("/proc/self/maps") as maps:
+            return sum("-emulated-" in line for line in maps)
+
+    counts = []
+    for i in range(12):
+        x = comm.alloc(1 << 16, np.float32, device="cuda")
+        x.set(np.full(1 << 16, rank + i, np.float32))
+        comm.all_reduce(x, out=x, algo="direct")
+        check.equal(x.get()[:3], np.full(3, total - size + size * i, np.float32), f"step {i}")
+        del x
+        counts.append(mapped())
+    check.true(counts[-1] <= counts[2], f"mappings after each step: {counts}")
 elif case == "exit":
     y = comm.all_reduce(emulated.asarray(np.full(count, rank + 1, np.float32)), algo="one_shot")
     check.equal(y.get(), np.full(count, total, np.float32), "the sum")
