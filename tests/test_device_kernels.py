@@ -4,7 +4,7 @@ sources, 1-2 destinations, every offset class modulo 16 bytes, odd counts and in
 compares with the CPU path's loops bit for bit. Built twice: plainly, and under ThreadSanitizer,
 which catches what plain runs on x86 forgive (a kernel that signals completion before its block's
 barrier, or with a relaxed instead of a release add: both were seen to pass the plain check and
-fail here)."""
+fail here; the end is now the blocks' acq_rel count and the last block's release store)."""
 import os
 import shutil
 import subprocess

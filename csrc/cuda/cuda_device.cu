@@ -1,7 +1,9 @@
 // The GPU behind cuda/device.h: one non-blocking stream per communicator, reduceCopy kernels
 // (cuda/reduce_copy.h) queued on it, memory the peers map through CUDA IPC, and completion seen
-// through a counter in mapped host memory that every block adds to as it ends (device_layer.h):
-// the host learns a kernel ended by reading memory, as a peer's host learns it from the host's
+// through a word of mapped host memory into which each kernel's last block stores its ticket
+// (device_layer.h; the blocks count in device memory, since atomics on host memory need
+// host-native atomics, which an x86 host over PCIe lacks): the host learns a kernel ended by
+// reading memory, as a peer's host learns it from the host's
 // post, and no kernel ever waits for another process's.
 #include <cuda_runtime.h>
 
@@ -83,6 +85,10 @@ class CudaDevice : public Device {
     *doneHost_ = 0;
     check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&doneDevice_), doneHost_, 0),
           "map the completion counter");
+    check(cudaMalloc(reinterpret_cast<void**>(&arrivals_), sizeof(uint64_t)),
+          "allocate the blocks' counter");
+    check(cudaMemset(arrivals_, 0, sizeof(uint64_t)), "clear the blocks' counter");
+    check(cudaDeviceSynchronize(), "clear the blocks' counter");
   }
   ~CudaDevice() override {
     int saved = 0;
@@ -92,6 +98,7 @@ class CudaDevice : public Device {
     for (void* p : opened_) cudaIpcCloseMemHandle(p);
     for (void* p : owned_) cudaFree(p);
     cudaFreeHost(doneHost_);
+    cudaFree(arrivals_);
     cudaStreamDestroy(stream_);
     cudaSetDevice(saved);
   }
@@ -175,8 +182,11 @@ class CudaDevice : public Device {
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
     CurrentDevice current(device_);
+    args.arrivals = arrivals_;
     args.done = doneDevice_;
-    return launched_ += launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
+    args.ticket = ++launched_;
+    launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
+    return args.ticket;
   }
 
   bool done(uint64_t ticket) override {
@@ -184,7 +194,7 @@ class CudaDevice : public Device {
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state == cudaErrorNotReady) return false;
     check(state, "a kernel failed");
-    // The stream is idle: every block has added to the counter before it ended.
+    // The stream is idle: every kernel's last block has published before it ended.
     if (acquireLoad(doneHost_) >= ticket) return true;
     throw std::runtime_error("dpcore cuda: the stream is idle, but its kernels did not all "
                              "report their end");
@@ -194,8 +204,9 @@ class CudaDevice : public Device {
   int device_;
   int multiprocessors_ = 0;
   cudaStream_t stream_ = nullptr;
-  uint64_t* doneHost_ = nullptr;    // blocks that ended, as the host reads it
+  uint64_t* doneHost_ = nullptr;    // the last kernel that ended (its ticket), as the host reads it
   uint64_t* doneDevice_ = nullptr;  // the same word, as kernels reach it
+  uint64_t* arrivals_ = nullptr;    // the running kernel's blocks that ended, in device memory
   uint64_t launched_ = 0;
   std::vector<void*> owned_, opened_;
   Marks<cudaEvent_t> marks_;

@@ -1,9 +1,10 @@
 // The CPU emulation of a device (cuda/device.h), for CI, which has no GPU: memory the peers map
 // is a shared-memory segment (its name is the IPC handle), and a kernel is `blocks` x `threads`
 // threads running the very kernel body nvcc compiles (cuda/reduce_copy.h), one pool of them per
-// device, started once. As on the GPU, the host learns that a kernel finished only from its
-// blocks' release-adds to a counter (the pool's own bookkeeping is seen only at the next launch,
-// as stream order), so ThreadSanitizer checks the synchronisation the GPU relies on.
+// device, started once. As on the GPU, the host learns that a kernel finished only from the
+// store its last block publishes (device_layer.h's signalDone; the pool's own bookkeeping is
+// seen only at the next launch, as stream order), so ThreadSanitizer checks the synchronisation
+// the GPU relies on.
 //
 // And as on the GPU, nothing happens when it is asked for: kernels, fills and waits for a
 // caller's stream go to the device's stream (emulated_stream.h), which runs them in order after
@@ -104,8 +105,8 @@ class ThreadGrid {
 
 class EmulatedDevice : public Device {
  public:
-  EmulatedDevice(unsigned blocks, unsigned threads) : blocks_(checked(blocks, threads)),
-      grid_(blocks, threads), stream_(std::make_unique<EmulatedStream>(2)) {}
+  EmulatedDevice(unsigned blocks, unsigned threads)
+      : grid_(checked(blocks, threads), threads), stream_(std::make_unique<EmulatedStream>(2)) {}
   ~EmulatedDevice() override {
     stream_.reset();  // its queued work ends before the memory goes
     for (int fd : fds_) exitUnmap(fd);
@@ -179,7 +180,9 @@ class EmulatedDevice : public Device {
   }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
-    args.done = &blocksDone_;
+    args.arrivals = &arrivals_;
+    args.done = &kernelsDone_;
+    args.ticket = ++launched_;
     ThreadGrid::Body body;
     dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
       using E = decltype(element);
@@ -187,10 +190,10 @@ class EmulatedDevice : public Device {
       body = [args](const KernelThread& me) { reduceCopy<E, Op>(me, args); };
     });
     stream_->enqueue([this, body] { grid_.run(body); });
-    return launched_ += blocks_;
+    return args.ticket;
   }
 
-  bool done(uint64_t ticket) override { return acquireLoad(&blocksDone_) >= ticket; }
+  bool done(uint64_t ticket) override { return acquireLoad(&kernelsDone_) >= ticket; }
 
  private:
   static constexpr int kGarbage = 0xA5;
@@ -206,9 +209,9 @@ class EmulatedDevice : public Device {
     return blocks;
   }
 
-  unsigned blocks_;
-  uint64_t blocksDone_ = 0;  // the kernels' blocks that finished (releaseAdd)
-  uint64_t launched_ = 0;    // the blocks launched
+  uint64_t arrivals_ = 0;     // the blocks of the running kernel that ended ("device" memory)
+  uint64_t kernelsDone_ = 0;  // the ticket of the last kernel that ended (releaseStore)
+  uint64_t launched_ = 0;     // kernels launched: the last one's ticket
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
   std::vector<int> fds_;     // owned_'s, one each, truncated when this device goes
   Marks<Mark> marks_;
