@@ -13,6 +13,7 @@
 #include "core/backend.h"
 #include "core/collectives.h"
 #include "cuda/device_transport.h"
+#include "cuda/emulated_stream.h"
 
 namespace py = pybind11;
 
@@ -34,10 +35,18 @@ std::unique_ptr<Device> deviceFor(bool emulated, int index) {
 #endif
 }
 
-Task deviceTask(int coll, int dtype, int op, int root, int algo, uintptr_t in, uintptr_t out,
-                size_t count, size_t total, uintptr_t stream) {
+// On the caller's thread, when the call is made: the caller's stream as it stands now. A call
+// inside a CUDA graph's capture is refused here, before the peers hear of it.
+Task deviceTask(DeviceBackend& b, int coll, int dtype, int op, int root, int algo, uintptr_t in,
+                uintptr_t out, size_t count, size_t total, uintptr_t stream) {
+  if (b.engine().transport().device().capturing(stream)) {
+    throw std::invalid_argument("dpcore: the caller's stream is capturing a CUDA graph, and "
+                                "dpcore's collectives cannot be captured yet: call it outside "
+                                "the capture");
+  }
   return taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
-                reinterpret_cast<void*>(out), count, total, stream);
+                reinterpret_cast<void*>(out), count, total,
+                b.engine().transport().device().mark(stream));
 }
 
 IpcHandle handleOf(const py::bytes& b) {
@@ -95,6 +104,13 @@ void bindDevice(py::module_& m) {
             py::gil_scoped_release release;
             b.engine().transport().mapRegion(id, bytes, all, bases);
           })
+      // regions every rank dropped: unmap the peers' everywhere, then free this rank's
+      .def("unmap_region", [](DeviceBackend& b, uint32_t id) {
+            b.engine().transport().unmapRegion(id);
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("free_region", [](DeviceBackend& b, uint32_t id) {
+            b.engine().transport().freeRegion(id);
+          }, py::call_guard<py::gil_scoped_release>())
       // the host segment's name (once every rank has mapped it), and the device slots' (once
       // every rank has mapped every peer's)
       .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })
@@ -107,14 +123,29 @@ void bindDevice(py::module_& m) {
       .def("run_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                             uintptr_t in, uintptr_t out, size_t count, size_t total,
                             uintptr_t stream) {
-            b.run(deviceTask(coll, dtype, op, root, algo, in, out, count, total, stream));
+            b.run(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total, stream));
           }, py::call_guard<py::gil_scoped_release>())
       .def("submit_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                                uintptr_t in, uintptr_t out, size_t count, size_t total,
                                uintptr_t stream) {
-            return b.submit(deviceTask(coll, dtype, op, root, algo, in, out, count, total,
+            return b.submit(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total,
                                        stream));
           });
+  // dpcore.emulated's arrays: a host-to-device copy queued on the caller's stream (it lands
+  // late, as cudaMemcpyAsync's), and the host's wait for a stream (cudaStreamSynchronize)
+  m.def("emulated_copy", [](uintptr_t stream, uintptr_t dst, const py::bytes& src) {
+    auto data = std::make_shared<std::string>(src);  // staged now, as in pinned memory
+    callerStream(stream)->enqueue([dst, data] {
+      std::memcpy(reinterpret_cast<void*>(dst), data->data(), data->size());
+    });
+  });
+  m.def("emulated_capture", [](uintptr_t stream, bool on) {
+    callerStream(stream)->setCapturing(on);
+  });
+  m.def("emulated_sync", [](uintptr_t stream) {
+    auto s = callerStream(stream);
+    s->wait(s->tail());
+  }, py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace dpcore

@@ -6,23 +6,34 @@ emulated_device.cc), which is how CI, without a GPU, tests the CUDA path end to 
     x = dpcore.emulated.asarray(numpy_array)     # a copy, "on the device"
     y = comm.all_reduce(x)                       # an EmulatedArray
     y.get()                                      # back to NumPy, as cupy's .get()
+
+As on a GPU, writes from the host land late: set() queues its copy on the array's stream (the
+legacy default, 1, or the per-thread default, 2, as `__cuda_array_interface__` names them), which
+the emulation runs after a seeded random delay (csrc/cuda/emulated_stream.h); get() waits for
+that stream first, as CuPy's does. A collective follows the caller's stream, so a call that
+forgets to order its reads after it sees stale data here, as it would on the GPU.
 """
+import contextlib
+
 import numpy as np
+
+from . import _C
 
 
 class EmulatedArray:
     """A C-contiguous NumPy buffer that dpcore treats as device memory."""
 
-    def __init__(self, host, owner=None):
+    def __init__(self, host, owner=None, stream=1):
         self._host = host
         self._owner = owner  # what holds the memory (comm.alloc's device side), kept alive
+        self.stream = stream  # the caller's stream its host copies go to: 1 or 2
 
     @property
     def __cuda_array_interface__(self):
         return {"version": 3, "shape": self._host.shape, "typestr": self._host.dtype.str,
                 "data": (self._host.ctypes.data, not self._host.flags.writeable),
                 "strides": None if self._host.flags.c_contiguous else self._host.strides,
-                "stream": None}
+                "stream": self.stream}
 
     shape = property(lambda self: self._host.shape)
     dtype = property(lambda self: self._host.dtype)
@@ -30,32 +41,50 @@ class EmulatedArray:
     nbytes = property(lambda self: self._host.nbytes)
 
     def new_empty(self, shape):
-        return empty(shape, self.dtype)
+        return empty(shape, self.dtype, self.stream)
 
     def get(self):
-        """A NumPy copy, as CuPy's ndarray.get()."""
+        """A NumPy copy, once the array's stream has run what was queued on it, as CuPy's
+        ndarray.get()."""
+        _C.emulated_sync(self.stream)
         return self._host.copy()
 
     def set(self, a):
-        """Copies NumPy array a in, as CuPy's ndarray.set()."""
-        np.copyto(self._host, a)
+        """Queues a copy of NumPy array a in on the array's stream, as CuPy's ndarray.set()
+        (cudaMemcpyAsync): it lands later."""
+        if not self._host.flags.c_contiguous:
+            raise ValueError("dpcore.emulated: set() needs a C-contiguous array")
+        staged = np.empty_like(self._host)
+        np.copyto(staged, a)
+        _C.emulated_copy(self.stream, self._host.ctypes.data, staged.tobytes())
 
     def __getitem__(self, index):  # views share the memory, as on a device
-        return EmulatedArray(self._host[index], self._owner)
+        return EmulatedArray(self._host[index], self._owner, self.stream)
 
     def reshape(self, *shape):
-        return EmulatedArray(self._host.reshape(*shape), self._owner)
+        return EmulatedArray(self._host.reshape(*shape), self._owner, self.stream)
 
     def __repr__(self):
         return f"EmulatedArray({self._host!r})"
 
 
-def asarray(a, dtype=None):
-    return EmulatedArray(np.array(a, dtype=dtype, order="C", copy=True))
+@contextlib.contextmanager
+def capturing(stream=1):
+    """Within it, `stream` says it is capturing a CUDA graph (cudaStreamIsCapturing), as under
+    torch.cuda.graph or cupy's stream.begin_capture: nothing is captured, calls only see it."""
+    _C.emulated_capture(stream, True)
+    try:
+        yield
+    finally:
+        _C.emulated_capture(stream, False)
 
 
-def empty(shape, dtype=np.float32):
-    return EmulatedArray(np.empty(shape, dtype))
+def asarray(a, dtype=None, stream=1):
+    return EmulatedArray(np.array(a, dtype=dtype, order="C", copy=True), stream=stream)
+
+
+def empty(shape, dtype=np.float32, stream=1):
+    return EmulatedArray(np.empty(shape, dtype), stream=stream)
 
 
 def at(address, shape, dtype, owner):

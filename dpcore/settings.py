@@ -44,6 +44,8 @@ class Settings:
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
     cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
     debug: str = "WARN"                  # DPCORE_DEBUG=INFO: what init set up, on stderr
+    # The emulation reads two of its own where its streams are made (csrc/cuda/emulated_stream.h):
+    # DPCORE_EMULATION_SEED (its delays' seed) and DPCORE_EMULATION_DELAY_US ("HI" or "LO-HI").
 
 
 def timeout_seconds(value):
@@ -160,12 +162,15 @@ def setting(field, environ=None):
 
 # DPCORE_* variables read elsewhere: the build's switches (setup.py)
 BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
+# read by the CUDA emulation itself, where its streams are made (csrc/cuda/emulated_stream.h)
+EMULATION_VARIABLES = ("DPCORE_EMULATION_SEED", "DPCORE_EMULATION_DELAY_US")
 _warned = set()
 
 
 def known_variables():
     """Every DPCORE_* variable dpcore reads."""
-    return tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
+    return (tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
+            + EMULATION_VARIABLES)
 
 
 def described(environ=None):

@@ -4,7 +4,7 @@ sources, 1-2 destinations, every offset class modulo 16 bytes, odd counts and in
 compares with the CPU path's loops bit for bit. Built twice: plainly, and under ThreadSanitizer,
 which catches what plain runs on x86 forgive (a kernel that signals completion before its block's
 barrier, or with a relaxed instead of a release add: both were seen to pass the plain check and
-fail here)."""
+fail here; the end is now the blocks' acq_rel count and the last block's release store)."""
 import os
 import shutil
 import subprocess
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc", "csrc/host/reduce.cc",
+SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc",
+           "csrc/cuda/emulated_stream.cc", "csrc/host/reduce.cc",
            "csrc/cpu/shm_segment.cc"]
 CXX = os.environ.get("CXX", "g++")
 

@@ -1,10 +1,13 @@
 // The GPU behind cuda/device.h: one non-blocking stream per communicator, reduceCopy kernels
 // (cuda/reduce_copy.h) queued on it, memory the peers map through CUDA IPC, and completion seen
-// through a counter in mapped host memory that every block adds to as it ends (device_layer.h):
-// the host learns a kernel ended by reading memory, as a peer's host learns it from the host's
+// through a word of mapped host memory into which each kernel's last block stores its ticket
+// (device_layer.h; the blocks count in device memory, since atomics on host memory need
+// host-native atomics, which an x86 host over PCIe lacks): the host learns a kernel ended by
+// reading memory, as a peer's host learns it from the host's
 // post, and no kernel ever waits for another process's.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -21,6 +24,26 @@ void check(cudaError_t err, const char* what) {
     throw std::runtime_error(std::string("dpcore cuda: ") + what + ": " + cudaGetErrorString(err));
   }
 }
+
+// device made current for a scope, the caller's current device restored after it: the threads
+// that call in (a caller's, at the call; the worker) keep the device they had chosen
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    check(cudaGetDevice(&saved_), "get device");
+    if (saved_ != device) check(cudaSetDevice(device), "set device");
+    changed_ = saved_ != device;
+  }
+  ~CurrentDevice() {
+    if (changed_) cudaSetDevice(saved_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int saved_ = 0;
+  bool changed_ = false;
+};
 
 constexpr unsigned kThreads = 256;
 
@@ -53,7 +76,7 @@ unsigned launchReduceCopy(DType dtype, ReduceOp op, const ReduceCopyArgs& args,
 class CudaDevice : public Device {
  public:
   explicit CudaDevice(int device) : device_(device) {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_),
           "count multiprocessors");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "create stream");
@@ -62,25 +85,36 @@ class CudaDevice : public Device {
     *doneHost_ = 0;
     check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&doneDevice_), doneHost_, 0),
           "map the completion counter");
+    check(cudaMalloc(reinterpret_cast<void**>(&arrivals_), sizeof(uint64_t)),
+          "allocate the blocks' counter");
+    check(cudaMemset(arrivals_, 0, sizeof(uint64_t)), "clear the blocks' counter");
+    check(cudaDeviceSynchronize(), "clear the blocks' counter");
   }
   ~CudaDevice() override {
+    int saved = 0;
+    cudaGetDevice(&saved);
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
     for (void* p : opened_) cudaIpcCloseMemHandle(p);
     for (void* p : owned_) cudaFree(p);
     cudaFreeHost(doneHost_);
+    cudaFree(arrivals_);
     cudaStreamDestroy(stream_);
+    cudaSetDevice(saved);
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
 
   void* allocShared(size_t bytes, IpcHandle* handle) override {
     static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle), "IPC handle too large");
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     void* p = nullptr;
     check(cudaMalloc(&p, bytes), "allocate the transport's buffers");
     owned_.push_back(p);
-    check(cudaMemset(p, 0, bytes), "clear the transport's buffers");
+    // on our stream, and ended before a peer can have the handle: its kernels run on streams
+    // of its own, which nothing orders after ours
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "clear the transport's buffers");
+    check(cudaStreamSynchronize(stream_), "clear the transport's buffers");
     cudaIpcMemHandle_t h;
     check(cudaIpcGetMemHandle(&h, p), "export an IPC handle");
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
@@ -89,7 +123,7 @@ class CudaDevice : public Device {
   }
 
   void* openShared(const IpcHandle& handle, size_t) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     void* p = nullptr;
@@ -101,20 +135,58 @@ class CudaDevice : public Device {
 
   void unlinkShared() override {}  // an IPC handle names nothing that could outlive the process
 
-  void afterStream(uintptr_t stream) override {
-    check(cudaSetDevice(device_), "set device");
+  void freeShared(void* p) override {
+    CurrentDevice current(device_);
+    check(cudaStreamSynchronize(stream_), "finish the work on a buffer before freeing it");
+    owned_.erase(std::remove(owned_.begin(), owned_.end(), p), owned_.end());
+    check(cudaFree(p), "free a buffer");
+  }
+
+  void closeShared(void* p) override {
+    CurrentDevice current(device_);
+    opened_.erase(std::remove(opened_.begin(), opened_.end(), p), opened_.end());
+    check(cudaIpcCloseMemHandle(p), "unmap a peer's buffer");
+  }
+
+  bool capturing(uintptr_t stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status),
+          "ask whether the caller's stream is capturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  uint64_t mark(uintptr_t stream) override {
+    CurrentDevice current(device_);
     cudaEvent_t ready;
     check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "create an event");
-    check(cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream)),
-          "record the caller's stream");
-    check(cudaStreamWaitEvent(stream_, ready, 0), "wait for the caller's stream");
-    check(cudaEventDestroy(ready), "destroy an event");  // freed once the wait has passed
+    const cudaError_t recorded = cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(stream));
+    if (recorded != cudaSuccess) cudaEventDestroy(ready);
+    check(recorded, "record the caller's stream");
+    return marks_.add(ready);
+  }
+
+  bool passed(uint64_t mark) override {
+    const cudaError_t state = cudaEventQuery(marks_.get(mark));
+    if (state == cudaErrorNotReady) return false;
+    check(state, "the caller's stream failed");
+    return true;
+  }
+
+  void follow(uint64_t mark) override {
+    CurrentDevice current(device_);
+    std::vector<cudaEvent_t> taken = marks_.take(mark);
+    const cudaError_t waited = cudaStreamWaitEvent(stream_, taken.back(), 0);
+    for (cudaEvent_t e : taken) cudaEventDestroy(e);  // freed once the wait has passed
+    check(waited, "wait for the caller's stream");
   }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
-    check(cudaSetDevice(device_), "set device");
+    CurrentDevice current(device_);
+    args.arrivals = arrivals_;
     args.done = doneDevice_;
-    return launched_ += launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
+    args.ticket = ++launched_;
+    launchReduceCopy(dtype, op, args, multiprocessors_, stream_);
+    return args.ticket;
   }
 
   bool done(uint64_t ticket) override {
@@ -122,7 +194,7 @@ class CudaDevice : public Device {
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state == cudaErrorNotReady) return false;
     check(state, "a kernel failed");
-    // The stream is idle: every block has added to the counter before it ended.
+    // The stream is idle: every kernel's last block has published before it ended.
     if (acquireLoad(doneHost_) >= ticket) return true;
     throw std::runtime_error("dpcore cuda: the stream is idle, but its kernels did not all "
                              "report their end");
@@ -132,10 +204,12 @@ class CudaDevice : public Device {
   int device_;
   int multiprocessors_ = 0;
   cudaStream_t stream_ = nullptr;
-  uint64_t* doneHost_ = nullptr;    // blocks that ended, as the host reads it
+  uint64_t* doneHost_ = nullptr;    // the last kernel that ended (its ticket), as the host reads it
   uint64_t* doneDevice_ = nullptr;  // the same word, as kernels reach it
+  uint64_t* arrivals_ = nullptr;    // the running kernel's blocks that ended, in device memory
   uint64_t launched_ = 0;
   std::vector<void*> owned_, opened_;
+  Marks<cudaEvent_t> marks_;
 };
 
 }  // namespace

@@ -7,8 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda/reduce_copy.h"
 
@@ -25,20 +30,73 @@ class Device {
   virtual ~Device() = default;
   virtual std::string name() const = 0;  // "cuda:0", "emulated"
 
-  // Memory of this device that the peers map (freed with the Device), and a peer's, mapped
-  // here (unmapped with the Device). unlinkShared: every peer has mapped what this rank shared
-  // (the emulation then removes the segments' names, so nothing outlives a crash).
+  // Memory of this device that the peers map (freed with the Device), zero-filled before it is
+  // returned (a fill still queued when the handle reaches a peer would land after the peer's
+  // reads), and a peer's, mapped here (unmapped with the Device). unlinkShared: every peer has
+  // mapped what this rank shared (the emulation then removes the segments' names, so nothing
+  // outlives a crash).
   virtual void* allocShared(size_t bytes, IpcHandle* handle) = 0;
   virtual void* openShared(const IpcHandle& handle, size_t bytes) = 0;
   virtual void unlinkShared() = 0;
+  // freeShared: this rank's allocShared memory, once its queued work has ended and no peer maps
+  // it any more; closeShared: a peer's, mapped here by openShared.
+  virtual void freeShared(void* p) = 0;
+  virtual void closeShared(void* p) = 0;
 
-  // Work, queued in order: `afterStream` makes what follows wait for the work queued so far on
-  // a caller's stream (a cudaStream_t, 0: the legacy default stream); launch queues a
-  // reduceCopy and returns its ticket; done(ticket) is whether that kernel and every earlier
-  // one have finished and their stores are visible here and to the peers' next kernels.
-  virtual void afterStream(uintptr_t stream) = 0;
+  // The caller's stream (a cudaStream_t; 0: the legacy default stream; 2: the calling thread's
+  // default) as it stood when the call was made: mark(stream) records the work queued there so
+  // far (an event), on the caller's thread at the call, since later, on the worker's thread,
+  // the per-thread default stream names another stream and the caller's may be gone; passed
+  // is whether the host can see that work has ended; follow makes the work queued here next
+  // wait for it. Marks are followed in the order made; following one releases it and those
+  // made before it (a refused call's).
+  // capturing: whether the caller's stream is capturing a CUDA graph, where a call would break
+  // the capture (and a host that waits for a kernel never sees it run): such calls are refused.
+  virtual bool capturing(uintptr_t stream) = 0;
+  virtual uint64_t mark(uintptr_t stream) = 0;
+  virtual bool passed(uint64_t mark) = 0;
+  virtual void follow(uint64_t mark) = 0;
+
+  // Work, queued in order: launch queues a reduceCopy and returns its ticket; done(ticket) is
+  // whether that kernel and every earlier one have finished and their stores are visible here
+  // and to the peers' next kernels.
   virtual uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) = 0;
   virtual bool done(uint64_t ticket) = 0;  // throws if the device reported an error
+};
+
+// The marks a device made (Device::mark) and has not followed yet, by number: made on the
+// callers' threads, read and taken on the worker's.
+template <class M>
+class Marks {
+ public:
+  uint64_t add(M m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    made_.emplace_back(++count_, std::move(m));
+    return count_;
+  }
+  M get(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [n, m] : made_) {
+      if (n == id) return m;
+    }
+    throw std::logic_error("dpcore: a mark followed already, or never made");
+  }
+  // Mark id and those made before it, which nobody will follow (the last is id's).
+  std::vector<M> take(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<M> taken;
+    while (!made_.empty() && made_.front().first <= id) {
+      taken.push_back(std::move(made_.front().second));
+      made_.pop_front();
+    }
+    if (taken.empty()) throw std::logic_error("dpcore: a mark followed already, or never made");
+    return taken;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<std::pair<uint64_t, M>> made_;
+  uint64_t count_ = 0;
 };
 
 // The emulation, with `blocks` x `threads` std::threads per kernel (small grids: one per call).

@@ -4,7 +4,8 @@
 // ThreadSanitizer, which sees a missing barrier or a relaxed flag that plain x86 runs forgive.
 //
 //   KernelThread   where this thread sits (thread and block indices) and the block's barrier
-//   signalDone     the kernel's completion, as a system-scope release the host acquires
+//   signalDone     the kernel's completion: its blocks counted in device memory, and the last
+//                  one's system-scope release store, which the host acquires
 #pragma once
 
 #include <cstdint>
@@ -36,12 +37,22 @@ struct KernelThread {
   DP_DEVICE void sync() const { __syncthreads(); }
 };
 
-// Adds one to a counter in host memory mapped into the device: every write of this block made
-// before the call (ordered by the barrier before it) is visible to whoever reads the new value
-// with acquire, on the host or another GPU.
-DP_DEVICE inline void releaseAdd(uint64_t* counter) {
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*counter).fetch_add(
-      1, cuda::memory_order_release);
+// Counts this block in a counter in device memory; returns the count before it. acq_rel: the
+// block that arrives last has seen every earlier block's writes (a device-scope atomic in
+// device memory, which CUDA guarantees everywhere, unlike atomics on host memory over PCIe).
+DP_DEVICE inline uint64_t arrive(uint64_t* counter) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*counter).fetch_add(
+      1, cuda::memory_order_acq_rel);
+}
+DP_DEVICE inline void resetArrivals(uint64_t* counter) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*counter).store(
+      0, cuda::memory_order_relaxed);
+}
+// Stores value into memory the host maps (a plain store, no read-modify-write over PCIe):
+// everything this thread has seen is visible to whoever reads value with acquire.
+DP_DEVICE inline void releaseStore(uint64_t* word, uint64_t value) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*word).store(
+      value, cuda::memory_order_release);
 }
 
 #else
@@ -80,21 +91,34 @@ struct KernelThread {
   void sync() const { barrier->arriveAndWait(); }
 };
 
-inline void releaseAdd(uint64_t* counter) { __atomic_fetch_add(counter, 1, __ATOMIC_RELEASE); }
+inline uint64_t arrive(uint64_t* counter) {
+  return __atomic_fetch_add(counter, 1, __ATOMIC_ACQ_REL);
+}
+inline void resetArrivals(uint64_t* counter) { __atomic_store_n(counter, 0, __ATOMIC_RELAXED); }
+inline void releaseStore(uint64_t* word, uint64_t value) {
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
 
 #endif
 
-// The host's side of releaseAdd.
+// The host's side of releaseStore.
 inline uint64_t acquireLoad(const uint64_t* counter) {
   return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
 }
 
-// The end of every kernel: once all threads of the block have stored their part, one of them
-// tells the host. Without the barrier, thread 0 could signal while its neighbours still write.
+// The end of every kernel: once all threads of the block have stored their part (without the
+// barrier, thread 0 could count the block while its neighbours still write), one of them counts
+// the block; the last block resets the count for the next kernel (which the stream starts only
+// after this one) and publishes the kernel's ticket to the host, once.
 template <class Thread>
-DP_DEVICE DP_FORCE_INLINE void signalDone(const Thread& t, uint64_t* counter) {
+DP_DEVICE DP_FORCE_INLINE void signalDone(const Thread& t, uint64_t* arrivals, uint64_t* done,
+                                          uint64_t ticket) {
   t.sync();
-  if (t.thread() == 0 && counter) releaseAdd(counter);
+  if (t.thread() != 0 || !done) return;
+  if (arrive(arrivals) + 1 == t.blocks()) {
+    resetArrivals(arrivals);
+    releaseStore(done, ticket);
+  }
 }
 
 }  // namespace dpcore

@@ -89,6 +89,25 @@ void DeviceTransport::mapRegion(uint32_t id, size_t bytes, const std::vector<Ipc
   regions_[id] = std::move(region);
 }
 
+void DeviceTransport::unmapRegion(uint32_t id) {
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  const auto it = regions_.find(id);
+  if (it == regions_.end()) return;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) device_->closeShared(it->second.mapped[r]);
+  }
+  unmapped_[id] = it->second.mapped[rank()];
+  regions_.erase(it);
+}
+
+void DeviceTransport::freeRegion(uint32_t id) {
+  std::lock_guard<std::mutex> lock(regionsMutex_);
+  const auto it = unmapped_.find(id);
+  if (it == unmapped_.end()) return;
+  device_->freeShared(it->second);
+  unmapped_.erase(it);
+}
+
 uint32_t DeviceTransport::regionOf(const void* p, size_t bytes) const {
   const auto at = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(regionsMutex_);
@@ -114,8 +133,17 @@ void DeviceTransport::begin(const CallContext& call) {
 
 std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHeader& mine) {
   const bool moves = task.coll != Coll::kBarrier && task.algo != Algo::kCountsOnly;
-  // Kernels read the caller's buffers only after the work the caller queued before the call.
-  if (moves) device_->afterStream(task.stream);
+  if (moves) {
+    // direct: the peers' kernels read this rank's buffers as soon as they have its header, and
+    // nothing orders their streams after ours, so the caller's work on them must have ended
+    // first (the host waits: no kernel ever waits for another process's)
+    while (task.algo == Algo::kDirect && !device_->passed(task.ready)) {
+      control_.watch("the caller's stream to reach this call");
+      sched_yield();
+    }
+    // our kernels read the caller's buffers only after the work queued before the call
+    device_->follow(task.ready);
+  }
   control_.openExchange();  // from here our one-shot slot of this parity is free
   if (task.algo == Algo::kOneShot && size() > 1 && publishesPayload(task, rank()) &&
       task.count) {

@@ -63,6 +63,10 @@ class DeviceTransport {
   void* allocRegion(size_t bytes, IpcHandle* handle) { return device_->allocShared(bytes, handle); }
   void mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
                  const std::vector<uint64_t>& bases);
+  // A region every rank has dropped, its calls ended: unmapRegion closes the peers' buffers
+  // here; freeRegion frees this rank's, once every rank has unmapped it.
+  void unmapRegion(uint32_t id);
+  void freeRegion(uint32_t id);
   uint32_t regionOf(const void* p, size_t bytes) const;  // 0: in none
   // Where peer's address `addr` in its region `id` is mapped here.
   const char* peerAddress(int peer, uint32_t id, uint64_t addr) const;
@@ -114,6 +118,7 @@ class DeviceTransport {
   };
   mutable std::mutex regionsMutex_;  // Python adds regions while queued calls may read them
   std::map<uint32_t, Region> regions_;
+  std::map<uint32_t, char*> unmapped_;  // this rank's buffer of each region unmapped, to free
   const CallContext* call_ = nullptr;
 };
 

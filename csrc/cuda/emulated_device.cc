@@ -1,9 +1,17 @@
 // The CPU emulation of a device (cuda/device.h), for CI, which has no GPU: memory the peers map
 // is a shared-memory segment (its name is the IPC handle), and a kernel is `blocks` x `threads`
 // threads running the very kernel body nvcc compiles (cuda/reduce_copy.h), one pool of them per
-// device, started once. As on the GPU, the host learns that a kernel finished only from its
-// blocks' release-adds to a counter (the pool's own bookkeeping is seen only at the next launch,
-// as stream order), so ThreadSanitizer checks the synchronisation the GPU relies on.
+// device, started once. As on the GPU, the host learns that a kernel finished only from the
+// store its last block publishes (device_layer.h's signalDone; the pool's own bookkeeping is
+// seen only at the next launch, as stream order), so ThreadSanitizer checks the synchronisation
+// the GPU relies on.
+//
+// And as on the GPU, nothing happens when it is asked for: kernels, fills and waits for a
+// caller's stream go to the device's stream (emulated_stream.h), which runs them in order after
+// seeded random delays; fresh memory holds garbage until its queued zero-fill lands; and the
+// memory is truncated when its owner exits, so a peer that still reads it faults.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +25,7 @@
 
 #include "cpu/shm_segment.h"
 #include "cuda/device.h"
+#include "cuda/emulated_stream.h"
 
 namespace dpcore {
 namespace {
@@ -58,6 +67,13 @@ class ThreadGrid {
     start_.notify_all();
   }
 
+  // Runs body as launch does, and returns once every thread has ended it.
+  void run(Body body) {
+    launch(std::move(body));
+    std::unique_lock<std::mutex> lock(mutex_);
+    ended_.wait(lock, [&] { return finished_ == pool_.size(); });
+  }
+
  private:
   void serve(const KernelThread& me) {
     uint64_t seen = 0;
@@ -89,8 +105,12 @@ class ThreadGrid {
 
 class EmulatedDevice : public Device {
  public:
-  EmulatedDevice(unsigned blocks, unsigned threads) : blocks_(checked(blocks, threads)),
-      grid_(blocks, threads) {}
+  EmulatedDevice(unsigned blocks, unsigned threads)
+      : grid_(checked(blocks, threads), threads), stream_(std::make_unique<EmulatedStream>(2)) {}
+  ~EmulatedDevice() override {
+    stream_.reset();  // its queued work ends before the memory goes
+    for (int fd : fds_) exitUnmap(fd);
+  }
 
   std::string name() const override { return "emulated"; }
 
@@ -100,10 +120,19 @@ class EmulatedDevice : public Device {
     const std::string name = "/dpcore-" + std::to_string(getpid()) + "-emulated-" +
                              std::to_string(made++);
     if (name.size() >= sizeof(handle->bytes)) throw std::length_error("dpcore: handle too long");
-    owned_.push_back(std::make_unique<ShmSegment>(name, bytes, true));
+    auto segment = std::make_unique<ShmSegment>(name, bytes, true);
+    const int fd = shm_open(name.c_str(), O_RDWR, 0600);  // kept, to truncate at our exit
+    if (fd < 0) throw std::runtime_error("dpcore: cannot reopen " + name);
+    owned_.push_back(std::move(segment));
+    fds_.push_back(fd);
+    unmapAtExit(fd);
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
     std::memcpy(handle->bytes, name.data(), name.size());
-    return owned_.back()->data();
+    // cudaMalloc's memory holds what it held; cudaMemset's zeros land later, on the stream
+    char* p = owned_.back()->data();
+    std::memset(p, kGarbage, bytes);
+    stream_->wait(stream_->enqueue([p, bytes] { std::memset(p, 0, bytes); }));
+    return p;
   }
 
   void* openShared(const IpcHandle& handle, size_t bytes) override {
@@ -116,21 +145,63 @@ class EmulatedDevice : public Device {
     for (auto& segment : owned_) segment->unlink();
   }
 
-  void afterStream(uintptr_t) override {}  // emulated arrays are ready when Python passes them
+  void freeShared(void* p) override {
+    stream_->wait(stream_->tail());
+    for (size_t k = 0; k < owned_.size(); ++k) {
+      if (owned_[k]->data() != p) continue;
+      exitUnmap(fds_[k]);
+      fds_.erase(fds_.begin() + k);
+      owned_.erase(owned_.begin() + k);
+      return;
+    }
+  }
+
+  void closeShared(void* p) override {
+    for (size_t k = 0; k < opened_.size(); ++k) {
+      if (opened_[k]->data() == p) {
+        opened_.erase(opened_.begin() + k);
+        return;
+      }
+    }
+  }
+
+  bool capturing(uintptr_t stream) override { return callerStream(stream)->capturing(); }
+  uint64_t mark(uintptr_t stream) override {
+    auto caller = callerStream(stream);
+    return marks_.add(Mark{caller, caller->tail()});
+  }
+  bool passed(uint64_t mark) override {
+    const Mark m = marks_.get(mark);
+    return m.stream->reached(m.ticket);
+  }
+  void follow(uint64_t mark) override {
+    const Mark m = marks_.take(mark).back();
+    stream_->enqueue([m] { m.stream->wait(m.ticket); });
+  }
 
   uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) override {
-    args.done = &blocksDone_;
+    args.arrivals = &arrivals_;
+    args.done = &kernelsDone_;
+    args.ticket = ++launched_;
+    ThreadGrid::Body body;
     dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
       using E = decltype(element);
       using Op = decltype(reduceOp);
-      grid_.launch([args](const KernelThread& me) { reduceCopy<E, Op>(me, args); });
+      body = [args](const KernelThread& me) { reduceCopy<E, Op>(me, args); };
     });
-    return launched_ += blocks_;
+    stream_->enqueue([this, body] { grid_.run(body); });
+    return args.ticket;
   }
 
-  bool done(uint64_t ticket) override { return acquireLoad(&blocksDone_) >= ticket; }
+  bool done(uint64_t ticket) override { return acquireLoad(&kernelsDone_) >= ticket; }
 
  private:
+  static constexpr int kGarbage = 0xA5;
+  struct Mark {
+    std::shared_ptr<EmulatedStream> stream;
+    uint64_t ticket;  // the work queued there when the mark was made
+  };
+
   static unsigned checked(unsigned blocks, unsigned threads) {
     if (blocks == 0 || threads == 0) {
       throw std::invalid_argument("dpcore: an emulated kernel needs at least one thread");
@@ -138,11 +209,14 @@ class EmulatedDevice : public Device {
     return blocks;
   }
 
-  unsigned blocks_;
-  uint64_t blocksDone_ = 0;  // the kernels' blocks that finished (releaseAdd)
-  uint64_t launched_ = 0;    // the blocks launched
+  uint64_t arrivals_ = 0;     // the blocks of the running kernel that ended ("device" memory)
+  uint64_t kernelsDone_ = 0;  // the ticket of the last kernel that ended (releaseStore)
+  uint64_t launched_ = 0;     // kernels launched: the last one's ticket
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
-  ThreadGrid grid_;  // last: its threads stop before the memory they may write goes
+  std::vector<int> fds_;     // owned_'s, one each, truncated when this device goes
+  Marks<Mark> marks_;
+  ThreadGrid grid_;          // its threads stop before the memory they may write goes
+  std::unique_ptr<EmulatedStream> stream_;  // last: stops before the grid it drives
 };
 
 }  // namespace

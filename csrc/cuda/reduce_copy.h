@@ -43,7 +43,11 @@ struct ReduceCopyArgs {
   size_t count = 0;        // elements
   int divisor = 0;         // > 0: divide the result (the last reduction of an avg)
   bool roundEach = false;  // 16-bit floats: round after every op
-  uint64_t* done = nullptr;  // each block adds 1 when it has finished (device_layer.h)
+  // The kernel's end (device_layer.h): each block counts itself in `arrivals` (device
+  // memory), and the last one to arrive stores `ticket` into `done` (memory the host reads).
+  uint64_t* arrivals = nullptr;
+  uint64_t* done = nullptr;
+  uint64_t ticket = 0;
 };
 
 // -- element types: storage bits and arithmetic ---------------------------------------------
@@ -247,7 +251,7 @@ DP_DEVICE void reduceCopy(const Thread& t, const ReduceCopyArgs& a) {
   reduceCopyElements<E, Op>(a, 0, head, first, stride);
   reduceCopyPacks<E, Op>(a, head, packs, first, stride);
   reduceCopyElements<E, Op>(a, tail, a.count, first, stride);
-  signalDone(t, a.done);
+  signalDone(t, a.arrivals, a.done, a.ticket);
 }
 
 }  // namespace dpcore

@@ -97,6 +97,12 @@ class DeviceBackend(Backend, Protocol):
                    bases: List[int]) -> None:
         """Map every rank's buffer of `region`; bases: their addresses in their own process."""
 
+    def unmap_region(self, region: int) -> None:
+        """Unmap the peers' buffers of `region`, which every rank has dropped."""
+
+    def free_region(self, region: int) -> None:
+        """Free this rank's buffer of `region`, once every rank has unmapped it."""
+
     def unlink(self) -> None:
         """Remove the host segment's name, once every rank has mapped it."""
 

@@ -6,6 +6,8 @@ import sys
 
 import numpy as np
 
+from ..dtypes import bfloat16_dtype
+
 _KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13
 
 
@@ -21,14 +23,38 @@ class DeviceArray:
         self.user = array if user is None else user
         self.ptr, self.readonly = interface["data"]
         self.shape = tuple(interface["shape"])
-        # the array's own NumPy dtype where it has one: the interface spells bfloat16 "<V2"
-        dtype = getattr(array, "dtype", None)
-        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(interface["typestr"])
+        self.dtype = _dtype_of(array, interface["typestr"])
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self.nbytes = self.size * self.dtype.itemsize
         strides = interface.get("strides")
         self.contiguous = strides is None or self.size <= 1 or tuple(strides) == _c_strides(
             self.shape, self.dtype.itemsize)
+
+
+# torch's dtypes by name, as NumPy knows them: torch spells bfloat16 "<V2" in the interface
+_TORCH_DTYPES = {name: np.dtype(name) for name in
+                 ("float16", "float32", "float64", "int8", "uint8", "int32", "int64")}
+
+
+def _dtype_of(array, typestr):
+    """The array's own NumPy dtype where it has one (CuPy, dpcore.emulated), torch's mapped by
+    name, else the interface's typestr; one that says only "so many bytes" is refused."""
+    dtype = getattr(array, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    name = str(dtype).rpartition(".")[2] if dtype is not None else ""
+    if name == "bfloat16":
+        found = bfloat16_dtype()
+        if found is None:
+            raise TypeError("dpcore: bfloat16 CUDA arrays need ml_dtypes (pip install ml_dtypes)")
+        return found
+    if name in _TORCH_DTYPES:
+        return _TORCH_DTYPES[name]
+    found = np.dtype(typestr)
+    if found.kind == "V":
+        raise TypeError(f"dpcore: a CUDA array of dtype {dtype} (typestr {typestr!r}) is not one "
+                        f"dpcore knows")
+    return found
 
 
 def _c_strides(shape, itemsize):
@@ -94,8 +120,9 @@ def stream_of(view):
     array = view.array
     library = _library(array)
     name = library.__name__ if library is not None else ""
-    if name == "cupy":
-        return library.cuda.get_current_stream().ptr
+    if name == "cupy":  # the current stream of the array's device, not of the current device
+        with array.device:
+            return library.cuda.get_current_stream().ptr
     if name == "torch":
         return library.cuda.current_stream(array.device).cuda_stream
     stream = array.__cuda_array_interface__.get("stream")  # version 3: the producer's

@@ -6,6 +6,9 @@ comm.alloc(..., device="cuda"), which the peers have mapped (the transport check
 Each call follows the work queued on the caller's current stream before it; it returns once its
 kernels have ended, and an async call's Work.wait() returns then too, so the result may be used
 on any stream."""
+import time
+import weakref
+
 from ..dtypes import ALGORITHMS
 from ..setup import device_transport
 from ..setup.segments import agreed_request
@@ -22,6 +25,7 @@ class DevicePath:
         self._backend = None
         self._device = None  # the CUDA device of the first call's arrays
         self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
+        self._dropped = set()  # ids of those whose arrays this rank has let go
         band = (0, one_shot_bytes)
         self.rules = Rules({coll: band for coll in DIRECT_COLLECTIVES}, lambda coll, n: band,
                            RING, one_shot_bytes, None)
@@ -94,13 +98,15 @@ class DevicePath:
     def alloc(self, shape, dtype):
         """comm.alloc(..., device="cuda"): this rank's zero-filled buffer of a region that every
         peer maps (CUDA IPC), in which direct reads the peers' data. Collective, as the host
-        alloc; the array keeps the device side's memory alive."""
+        alloc; the array (and its views) keeps the region alive, and once every rank has let
+        go of its array, a later alloc frees the region."""
         region, node = self._regions + 1, self._node
         shape, dtype, nbytes = agreed_request(node, shape, dtype, "cuda alloc")
         emulated = self._settings.cuda_emulation
         cupy = None if emulated else _cupy_for_alloc()
         backend = self._connected(device=0 if emulated else cupy.cuda.Device().id)
         size = max(nbytes, 16)  # every rank's region exists, even an empty one
+        self._free_dropped(node, backend)
         self._regions = region
         address, handle = backend.alloc_region(size)
         everyone = node.allgather((address, handle), f"cuda alloc: exchange region {region}")
@@ -108,27 +114,60 @@ class DevicePath:
                                                       [a for a, _ in everyone]),
                            f"cuda alloc: map the peers' buffers of region {region}")
         backend.unlink_slots()  # every peer has mapped it: no name is left to find
+        owner = _Region(backend)  # held by the array and its views
+        weakref.finalize(owner, self._dropped.add, region)
         if emulated:
             from .. import emulated as module
 
-            return module.at(address, shape, dtype, backend)
-        memory = cupy.cuda.UnownedMemory(address, size, backend, self._device)
+            return module.at(address, shape, dtype, owner)
+        memory = cupy.cuda.UnownedMemory(address, size, owner, self._device)
         return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0))
 
+    def _free_dropped(self, node, backend):
+        """Frees the regions whose arrays every rank has let go (an alloc a step would
+        otherwise keep them all): after the calls queued here, which may still read them, each
+        rank unmaps the peers' buffers, and once all have, frees its own."""
+        everyone = node.allgather(sorted(self._dropped.copy()),
+                                  "cuda alloc: agree on the dropped buffers")
+        common = set(everyone[0]).intersection(*everyone[1:])
+        if not common:
+            return
+        backend.drain()
+        node.on_every_rank(lambda: [backend.unmap_region(r) for r in sorted(common)],
+                           "cuda alloc: unmap the dropped buffers")
+        for r in sorted(common):
+            backend.free_region(r)
+        self._dropped -= common
+
     def close(self, why):
-        """Leave. A peer may still be reading this rank's device memory (the last one_shot
-        payload): CUDA leaves freeing memory a peer has mapped undefined, so unless every peer
-        has left or died, the backend and its memory stay until the process exits."""
+        """Leave, and free this rank's device memory once every peer has left or died: until
+        then a peer's kernel may still read it (the last one_shot payload), and CUDA leaves
+        freeing memory that a peer maps undefined (the emulation faults the peer). The wait is
+        bounded by the timeout; past it, the backend and its memory stay until the process
+        exits."""
         if self._backend is None:
             return
         backend, self._backend = self._backend, None
         backend.drain()
         backend.leave(why)
+        deadline = time.monotonic() + (self._timeout or 0)
+        while not backend.peers_gone() and time.monotonic() < deadline:
+            time.sleep(0.002)
         if not backend.peers_gone():
             _kept_until_exit.append(backend)
 
 
 _kept_until_exit = []
+
+
+class _Region:
+    """What a comm.alloc(device="cuda") array holds on to: the backend that maps its memory.
+    Once no array holds it, the region is this rank's to drop."""
+
+    __slots__ = ("backend", "__weakref__")
+
+    def __init__(self, backend):
+        self.backend = backend
 
 
 def _cupy_for_alloc():

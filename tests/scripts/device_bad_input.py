@@ -1,6 +1,7 @@
 """Bad input on CUDA arrays (the CPU emulation: DPCORE_CUDA_EMULATION=1): each rank makes its own
 mistakes in turn, gets a clear TypeError or ValueError at once, and the peers never see the call;
-the communicator then still works, and a call that differs between ranks is a CommError on all.
+the communicator then still works (a call on a stream that is capturing a CUDA graph is
+refused so too), and a call that differs between ranks is a CommError on all.
 
 Usage: mpiexec -n 2 python -m mpi4py device_bad_input.py
 """
@@ -48,6 +49,9 @@ def mistakes(r):
     big = emulated.empty(comm.one_shot_bytes // 4 + 1, np.float32)
     refused(lambda: comm.all_reduce(big, algo="one_shot"), ValueError, "at most",
             "one_shot past its slot")
+    with emulated.capturing():
+        refused(lambda: comm.all_reduce(x), ValueError, "capturing a CUDA graph",
+                "a call on a stream that captures a graph")
 
 
 for r in range(size):

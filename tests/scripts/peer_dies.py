@@ -53,9 +53,9 @@ if rank == VICTIM:
         time.sleep(0.01)
     else:
         time.sleep(0.5)  # the others are inside all_reduce #3 by now
-    if fault == "close":
-        comm.close()
+    if fault == "close":  # the peers hear of it as close() begins; it returns once they are gone
         marks.make("fault")
+        comm.close()
         marks.wait([f"done.{r}" for r in range(size) if r != VICTIM], 30)
         os._exit(0)
     if fault in ("raise", "exit"):  # the interpreter then waits in MPI_Finalize

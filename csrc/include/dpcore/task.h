@@ -22,13 +22,14 @@ struct Task {
   // avg divides by this where a chunk's reduction completes; 0: by the communicator's size. The
   // between-node all_reduce sets the world's size for its step across nodes.
   int avgDivisor = 0;
-  // Device buffers: the caller's stream (a cudaStream_t), whose queued work the call follows.
-  uintptr_t stream = 0;
+  // Device buffers: the caller's stream as it stood when the call was made (a mark the device
+  // recorded on the caller's thread, cuda/device.h), whose work the call follows.
+  uint64_t ready = 0;
 };
 
 // A task from the bindings' codes and pointers (dpcore/comm/ has checked them).
 inline Task taskOf(int coll, int dtype, int op, int root, int algo, const void* in, void* out,
-                   size_t count, size_t total, uintptr_t stream = 0) {
+                   size_t count, size_t total, uint64_t ready = 0) {
   Task t;
   t.coll = static_cast<Coll>(coll);
   t.dtype = static_cast<DType>(dtype);
@@ -39,7 +40,7 @@ inline Task taskOf(int coll, int dtype, int op, int root, int algo, const void* 
   t.out = out;
   t.count = count;
   t.total = total;
-  t.stream = stream;
+  t.ready = ready;
   return t;
 }
 
