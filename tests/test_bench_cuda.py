@@ -47,7 +47,7 @@ def device_lines(output):
 def test_without_cupy_every_rank_exits_with_one_line(tmp_path):
     output, doc = bench(tmp_path, 2, "all_reduce", "--device", "cuda", status=2)
     assert output.strip().splitlines() == [
-        f"{ERROR} needs CuPy (pip install cupy-cuda12x, or cupy-cuda11x): "
+        f"{ERROR} needs CuPy (pip install cupy-cuda13x, or dpcore's [cuda] extra): "
         "ModuleNotFoundError: No module named 'cupy'"], output
     assert doc is None
 
