@@ -33,8 +33,10 @@ class HostPath:
         """(a NumPy view of x, a function that turns a NumPy result into x's type, or None)."""
         return (x, None) if type(x) is np.ndarray else as_numpy(x, what)
 
-    out_view = staticmethod(lambda out, what: out if type(out) is np.ndarray
-                            else as_numpy(out, what)[0])
+    @staticmethod
+    def out_view(out, what):
+        """A caller's out as a NumPy view; TypeError where it lives on a device."""
+        return out if type(out) is np.ndarray else as_numpy(out, what)[0]
 
     @staticmethod
     def check(a, what):
