@@ -1,15 +1,20 @@
-"""The four collectives as nccl-tests' hooks, for the one harness in harness.py.
+"""The collectives (and sendrecv) as nccl-tests' hooks, for the one harness in harness.py.
 
-Each collective supplies (as nccl-tests' src/<coll>.cu does):
+Each test supplies (as nccl-tests' src/<coll>.cu does):
   sizes(count, n)        -> (send_count, recv_count, count): elements each rank sends and
                             receives for a `-b/-e` size of `count` elements, and nccl-tests'
-                            "count" column (per rank for reduce_scatter and all_gather);
+                            "count" column (per rank for reduce_scatter, all_gather, gather,
+                            scatter and alltoall);
   init(send, case)       -> fill this rank's input (exact integer values, see below);
-  expected(case)         -> the output this rank must receive, computed locally;
+  expected(case)         -> the output this rank must receive, computed locally, or None where
+                            the rank receives nothing to check (reduce's and gather's non-roots);
   bus_factor(n)          -> busbw / algbw, from nccl-tests' doc/PERFORMANCE.md;
 plus run (dpcore), run_mpi (mpi4py on the same host buffers, for --compare mpi) and run_nccl
 (NCCL through CuPy on the same GPU buffers, for --device cuda; compare.py makes its communicator).
-sizes, bus_factor, reduces and rooted come from the collective's row of dpcore.collectives.
+sizes, bus_factor, reduces and rooted come from the collective's row of dpcore.collectives;
+sendrecv is not a row (point to point): each rank sends to the next and receives from the previous,
+as nccl-tests' sendrecv_perf, with a bus factor of 1. in_place_only / out_of_place_only: the
+verb cannot run the other placement, so both columns time this one.
 
 Inputs are integers chosen so that every result is exact in the dtype (sums stay within the
 dtype's exact-integer range, products are powers of two that cannot overflow), so `#wrong` counts
@@ -138,7 +143,7 @@ def _counts(total, n):
 class _Hooks:
     """What a collective's row in the table says (dpcore.collectives): whether it reduces, takes
     a root, how its output's count follows from its input's, its bus factor."""
-    in_place_only = False
+    in_place_only = out_of_place_only = False
 
     def __init_subclass__(cls):
         row = collectives.get(cls.name)
@@ -289,4 +294,201 @@ class Broadcast(_Hooks):
                             case.root, nccl.stream)
 
 
-COLLECTIVES = {c.name: c for c in (AllReduce, ReduceScatter, AllGather, Broadcast)}
+def _root_only(expected):
+    """expected for a rooted verb whose output only the root has."""
+    return staticmethod(lambda case: expected(case) if case.rank == case.root else None)
+
+
+def _send_recv_mpi(case, n):
+    """MPI's (v) counts and displacements of a gather or scatter of case's shards."""
+    counts = _counts(case.count_column * n, n)
+    return counts, [sum(counts[:r]) for r in range(n)]
+
+
+class Reduce(_Hooks):
+    name = "reduce"
+    init = staticmethod(AllReduce.init)
+    expected = _root_only(AllReduce.expected)
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        out = recv if case.rank == case.root else None
+        comm.reduce(send, root=case.root, op=case.op, out=out, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        root = case.rank == case.root
+        source = MPI.IN_PLACE if in_place and root else _mpi_buf(send, case)
+        mpi_comm.Reduce(source, _mpi_buf(recv, case) if root else None, _mpi_op(case),
+                        root=case.root)
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):
+        nccl.comm.reduce(send.data.ptr, recv.data.ptr, case.recv_count, nccl.dtype(case),
+                         nccl.op(case), case.root, nccl.stream)
+
+
+class Gather(_Hooks):
+    name = "gather"
+    init = staticmethod(AllGather.init)
+    expected = _root_only(AllGather.expected)
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        out = recv if case.rank == case.root else None
+        comm.gather(send, root=case.root, out=out, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        root = case.rank == case.root
+        source = MPI.IN_PLACE if in_place and root else _mpi_buf(send, case)
+        target = None
+        if root:
+            buf, kind = _mpi_buf(recv, case)
+            target = [buf, _send_recv_mpi(case, case.n), kind]
+        mpi_comm.Gatherv(source, target, root=case.root)
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):  # NCCL has no gather: sends and recvs, as nccl-tests
+        _nccl_group(nccl, [("send", send, case.root)] + (
+            [("recv", recv[r * case.send_count:(r + 1) * case.send_count], r)
+             for r in range(case.n)] if case.rank == case.root else []), case)
+
+
+class Scatter(_Hooks):
+    name = "scatter"
+
+    @staticmethod
+    def init(send, case):  # every rank fills its input; only the root's is read
+        _fill_shard_of(case, case.rank, send, 0)
+
+    @staticmethod
+    def expected(case):
+        start, stop = shard_range(case.send_count, case.n, case.rank)
+        return _tile(_table(case, case.root), case.dtype, start, stop)
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        x = send if case.rank == case.root else None
+        comm.scatter(x, recv, root=case.root, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        from mpi4py import MPI
+
+        root = case.rank == case.root
+        source = None
+        if root:
+            buf, kind = _mpi_buf(send, case)
+            source = [buf, _send_recv_mpi(case, case.n), kind]
+        target = MPI.IN_PLACE if in_place and root else _mpi_buf(recv, case)
+        mpi_comm.Scatterv(source, target, root=case.root)
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):  # NCCL has no scatter: sends and recvs, as nccl-tests
+        _nccl_group(nccl, [("recv", recv, case.root)] + (
+            [("send", send[r * case.recv_count:(r + 1) * case.recv_count], r)
+             for r in range(case.n)] if case.rank == case.root else []), case)
+
+
+class AllToAll(_Hooks):
+    # dpcore's all_to_all writes out apart from x, so both columns time that
+    name, out_of_place_only = "all_to_all", True
+
+    @classmethod
+    def sizes(cls, count, n):  # nccl-tests' alltoall: n chunks of count // n, to each rank one
+        per_rank = count // n
+        return per_rank * n, per_rank * n, per_rank
+
+    @staticmethod
+    def init(send, case):  # global index rank * size + i, as if every input were one array
+        _fill_shard_of(case, case.rank, send, case.rank * case.send_count)
+
+    @staticmethod
+    def expected(case):
+        out = np.empty(case.recv_count, case.dtype)
+        k = case.count_column
+        for p in range(case.n):  # chunk `rank` of rank p's input
+            start = p * case.send_count + case.rank * k
+            _fill_shard_of(case, p, out[p * k:(p + 1) * k], start)
+        return out
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        comm.all_to_all(send, out=recv, algo=case.algo)
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        mpi_comm.Alltoall(_mpi_buf(send, case), _mpi_buf(recv, case))
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):  # as nccl-tests' alltoall: a send and a recv a peer
+        k = case.count_column
+        _nccl_group(nccl, [op for r in range(case.n) for op in (
+            ("send", send[r * k:(r + 1) * k], r), ("recv", recv[r * k:(r + 1) * k], r))], case)
+
+
+def _nccl_group(nccl, ops, case):
+    """NCCL sends and recvs ((kind, array, peer), ...) in one group, as nccl-tests' hooks that
+    NCCL has no collective for."""
+    nccl.nccl.groupStart()
+    try:
+        for kind, a, peer in ops:
+            getattr(nccl.comm, kind)(a.data.ptr, a.size, nccl.dtype(case), peer, nccl.stream)
+    finally:
+        nccl.nccl.groupEnd()
+
+
+class SendRecv:
+    """nccl-tests' sendrecv_perf: rank r sends its buffer to r+1 and receives r-1's, all at once
+    (comm.batch of a send and a recv). Point to point, not a row of the table: its numbers are
+    here. Like nccl-tests, it does not run in place (both columns time separate buffers)."""
+    name, reduces, rooted = "sendrecv", False, False
+    in_place_only, out_of_place_only = False, True
+
+    @staticmethod
+    def sizes(count, n):
+        return count, count, count
+
+    @staticmethod
+    def bus_factor(n):
+        return 1.0
+
+    @staticmethod
+    def init(send, case):
+        _fill_shard_of(case, case.rank, send, 0)
+
+    @staticmethod
+    def expected(case):
+        return _tile(_table(case, (case.rank - 1) % case.n), case.dtype, 0, case.recv_count)
+
+    @staticmethod
+    def run(comm, send, recv, case):
+        from ..comm.p2p import P2POp
+
+        n, r = case.n, case.rank
+        for work in comm.batch([P2POp("send", send, (r + 1) % n),
+                                P2POp("recv", recv, (r - 1) % n)]):
+            work.wait()
+
+    @staticmethod
+    def run_mpi(mpi_comm, send, recv, case, in_place):
+        n, r = case.n, case.rank
+        mpi_comm.Sendrecv(_mpi_buf(send, case), (r + 1) % n, 0, _mpi_buf(recv, case),
+                          (r - 1) % n, 0)
+
+    @staticmethod
+    def run_nccl(nccl, send, recv, case):
+        n, r = case.n, case.rank
+        _nccl_group(nccl, [("send", send, (r + 1) % n), ("recv", recv, (r - 1) % n)], case)
+
+
+# The table's collectives, in its order, by dpcore's names; TESTS adds sendrecv and nccl-tests'
+# name alltoall (`python -m dpcore.bench alltoall`, alltoall_perf).
+COLLECTIVES = {c.name: c for c in (AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Gather,
+                                   Scatter, AllToAll)}
+TESTS = {**COLLECTIVES, "alltoall": AllToAll, "sendrecv": SendRecv}
