@@ -20,10 +20,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dpcore.bench.collectives import COLLECTIVES, TESTS, Case
+from dpcore.bench.collectives import COLLECTIVES, TESTS
 from dpcore.bench.compare import NcclReference, nccl_left_out
 from dpcore.bench.floor import floor_bytes
 from dpcore.bench.harness import buffers
+from dpcore.bench.patterns import Case
 from dpcore.bench.table import bits
 from test_bench import SMALL, bench, check_rows
 

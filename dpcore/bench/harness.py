@@ -35,7 +35,7 @@ from .._cli.environment import provenance
 from ..dtypes import parse_dtype
 from ..sharding import shard_range
 from .blocks import timed
-from .collectives import Case
+from .patterns import Case
 from .compare import MpiReference, open_nccl
 from .devices import HostArrays
 from .floor import achieved, floor_bytes

@@ -8,7 +8,8 @@ from ..comm.communicator import Communicator
 from ..cost.units import parse_bytes
 from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
-from .collectives import TESTS, dtype_name
+from .collectives import TESTS
+from .patterns import dtype_name
 
 # A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
 # take fewer iterations and the default sweep stays short on a small machine.
