@@ -191,10 +191,32 @@ def _root_only(expected):
     return staticmethod(lambda case: expected(case) if case.rank == case.root else None)
 
 
-def _send_recv_mpi(case, n):
-    """MPI's (v) counts and displacements of a gather or scatter of case's shards."""
-    counts = _counts(case.count_column * n, n)
-    return counts, [sum(counts[:r]) for r in range(n)]
+def _root_shards(a, case):
+    """The root's whole buffer as MPI's Gatherv and Scatterv take it, [buffer, (counts,
+    displacements), type]; None on the other ranks."""
+    if case.rank != case.root:
+        return None
+    buf, kind = mpi_buf(a, case)
+    counts = _counts(case.count_column * case.n, case.n)
+    return [buf, (counts, [sum(counts[:r]) for r in range(case.n)]), kind]
+
+
+def _own(a, case, in_place):
+    """This rank's side of a rooted MPI call: MPI.IN_PLACE at the root of an in-place call."""
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE if in_place and case.rank == case.root else mpi_buf(a, case)
+
+
+def _root_group(nccl, own, whole, case, gathering):
+    """NCCL's gather or scatter as nccl-tests runs it: every rank sends (gathering) or receives
+    its shard `own`, and the root receives or sends every rank's shard of `whole`."""
+    k = case.count_column
+    kind, theirs = ("send", "recv") if gathering else ("recv", "send")
+    ops = [(kind, own, case.root)]
+    if case.rank == case.root:
+        ops += [(theirs, whole[r * k:(r + 1) * k], r) for r in range(case.n)]
+    nccl_group(nccl, ops, case)
 
 
 class Reduce(_Hooks):
@@ -209,12 +231,8 @@ class Reduce(_Hooks):
 
     @staticmethod
     def run_mpi(mpi_comm, send, recv, case, in_place):
-        from mpi4py import MPI
-
-        root = case.rank == case.root
-        source = MPI.IN_PLACE if in_place and root else mpi_buf(send, case)
-        mpi_comm.Reduce(source, mpi_buf(recv, case) if root else None, mpi_op(case),
-                        root=case.root)
+        target = mpi_buf(recv, case) if case.rank == case.root else None
+        mpi_comm.Reduce(_own(send, case, in_place), target, mpi_op(case), root=case.root)
 
     @staticmethod
     def run_nccl(nccl, send, recv, case):
@@ -234,21 +252,11 @@ class Gather(_Hooks):
 
     @staticmethod
     def run_mpi(mpi_comm, send, recv, case, in_place):
-        from mpi4py import MPI
-
-        root = case.rank == case.root
-        source = MPI.IN_PLACE if in_place and root else mpi_buf(send, case)
-        target = None
-        if root:
-            buf, kind = mpi_buf(recv, case)
-            target = [buf, _send_recv_mpi(case, case.n), kind]
-        mpi_comm.Gatherv(source, target, root=case.root)
+        mpi_comm.Gatherv(_own(send, case, in_place), _root_shards(recv, case), root=case.root)
 
     @staticmethod
-    def run_nccl(nccl, send, recv, case):  # NCCL has no gather: sends and recvs, as nccl-tests
-        nccl_group(nccl, [("send", send, case.root)] + (
-            [("recv", recv[r * case.send_count:(r + 1) * case.send_count], r)
-             for r in range(case.n)] if case.rank == case.root else []), case)
+    def run_nccl(nccl, send, recv, case):  # NCCL has no gather
+        _root_group(nccl, send, recv, case, gathering=True)
 
 
 class Scatter(_Hooks):
@@ -270,21 +278,11 @@ class Scatter(_Hooks):
 
     @staticmethod
     def run_mpi(mpi_comm, send, recv, case, in_place):
-        from mpi4py import MPI
-
-        root = case.rank == case.root
-        source = None
-        if root:
-            buf, kind = mpi_buf(send, case)
-            source = [buf, _send_recv_mpi(case, case.n), kind]
-        target = MPI.IN_PLACE if in_place and root else mpi_buf(recv, case)
-        mpi_comm.Scatterv(source, target, root=case.root)
+        mpi_comm.Scatterv(_root_shards(send, case), _own(recv, case, in_place), root=case.root)
 
     @staticmethod
-    def run_nccl(nccl, send, recv, case):  # NCCL has no scatter: sends and recvs, as nccl-tests
-        nccl_group(nccl, [("recv", recv, case.root)] + (
-            [("send", send[r * case.recv_count:(r + 1) * case.recv_count], r)
-             for r in range(case.n)] if case.rank == case.root else []), case)
+    def run_nccl(nccl, send, recv, case):  # NCCL has no scatter
+        _root_group(nccl, recv, send, case, gathering=False)
 
 
 class AllToAll(_Hooks):
