@@ -349,7 +349,7 @@ class SendRecv:
 
     @staticmethod
     def run(comm, send, recv, case):
-        from ..comm.p2p import P2POp
+        from .. import P2POp
 
         n, r = case.n, case.rank
         for work in comm.batch([P2POp("send", send, (r + 1) % n),
