@@ -146,7 +146,7 @@ def test_the_rest_of_nccl_tests_beside_mpi(tmp_path, collective, ranks, dtype, o
     per_rank = row["size"] // np.dtype(dtype).itemsize // ranks
     if collective in ("gather", "scatter", "alltoall"):  # nccl-tests' count: per rank
         assert row["count"] == per_rank
-    if collective in ("alltoall", "sendrecv"):
+    if collective in ("scatter", "alltoall", "sendrecv"):
         assert "does not run in place: both columns time separate buffers" in output
     if collective == "sendrecv":
         assert row["algo_used"] == "p2p"
