@@ -297,6 +297,11 @@ def test_cli_scaling_and_predict(run):
     assert "hierarchical" in run("scaling", "--hierarchical", "8", "--overlap")
     out = run("predict", "all_reduce", "--ranks", "8", "--alpha", "5", "--bandwidth", "10")
     assert "best by the model" in out and "rabenseifner" in out
+    out = run("predict", "all_to_all", "--ranks", "4", "--sizes", "64,1M")
+    rows = [line.split()[0] for line in out.splitlines() if line.endswith("gamma")]
+    assert rows == ["one_shot", "direct"]  # only the algorithms that run it
+    out = run("predict", "gather", "--ranks", "4", "--alpha", "1", "--bandwidth", "0.1")
+    assert "ring" not in out and "direct: " in out  # direct beats one_shot at the same numbers
 
 
 @pytest.mark.parametrize("command", [["memory", "--params", "7.5e9", "--ranks", "64"],
