@@ -323,8 +323,6 @@ class AllToAll(_Hooks):
             ("send", send[r * k:(r + 1) * k], r), ("recv", recv[r * k:(r + 1) * k], r))], case)
 
 
-
-
 class SendRecv:
     """nccl-tests' sendrecv_perf: rank r sends its buffer to r+1 and receives r-1's, all at once
     (comm.batch of a send and a recv). Point to point, not a row of the table: its numbers are
