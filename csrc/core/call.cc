@@ -41,15 +41,19 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
   h.inAt = kNotInOutput;
   const size_t elem = dtypeSize(task.dtype);
   auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
-  if (task.coll == Coll::kAllGather && task.count && in >= out && in < out + task.total * elem) {
+  const bool gathers = task.coll == Coll::kAllGather || task.coll == Coll::kGather;
+  if (gathers && task.count && in >= out && in < out + task.total * elem) {
     h.inAt = (in - out) / elem;  // dpcore/comm/ let it in only whole and on an element
   }
   return h;
 }
 
-// all_gather's shards and outputs may differ by rank; misfit checks that they fit together.
+// Shards and outputs may differ by rank where shards do (all_gather, gather, scatter,
+// all_to_all); misfit and exchangeMisfit check that they fit together.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank) {
-  const bool gather = mine.coll == static_cast<int32_t>(Coll::kAllGather);
+  const Coll coll = static_cast<Coll>(mine.coll);
+  const bool gather = coll == Coll::kAllGather || coll == Coll::kGather ||
+                      coll == Coll::kScatter || coll == Coll::kAllToAll;
   for (size_t r = 0; r < headers.size(); ++r) {
     const CollHeader& h = headers[r];
     bool same = h.seq == mine.seq && h.coll == mine.coll && h.dtype == mine.dtype &&
@@ -91,6 +95,63 @@ std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& cul
   }
   if (why.empty()) return "";
   return "refused: " + why + " (nothing was sent; the communicator stays usable)";
+}
+
+std::string exchangeMisfit(const Task& task, const std::vector<CollHeader>& headers,
+                           std::vector<int>& culprits) {
+  const int n = static_cast<int>(headers.size());
+  std::string wrong;
+  if (task.coll == Coll::kAllToAll && task.splits) {
+    // dpcore/comm/ exchanged the splits and checked that they agree; an out learned from them
+    // must hold what comes
+    for (int q = 0; q < n; ++q) {
+      uint64_t takes = 0;
+      for (int p = 0; p < n; ++p) takes += task.splits[p * n + q];
+      if (headers[q].total == takes) continue;
+      culprits.push_back(q);
+      wrong += (wrong.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) +
+               "'s out holds " + std::to_string(headers[q].total) + " elements, but it takes " +
+               std::to_string(takes);
+    }
+    return wrong.empty() ? "" : "refused: " + wrong +
+                                    " (nothing was sent; the communicator stays usable)";
+  }
+  if (task.coll == Coll::kAllToAll) {
+    // count / n each way: every rank must send as many as it takes, and as every other rank
+    const uint64_t count = headers[0].count;
+    for (int r = 0; r < n; ++r) {
+      if (headers[r].count == count && headers[r].total == count) continue;
+      culprits.push_back(r);
+      wrong += (wrong.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+               " sends " + std::to_string(headers[r].count) + " elements and takes " +
+               std::to_string(headers[r].total);
+    }
+    if (wrong.empty()) return "";
+    return "refused: without splits every rank sends and takes as many elements as rank 0 (" +
+           std::to_string(count) + "), but " + wrong +
+           " (nothing was sent; the communicator stays usable)";
+  }
+  // The root's buffer holds every rank's shard: gather's out, scatter's x.
+  const bool gather = task.coll == Coll::kGather;
+  const int root = task.root;
+  uint64_t shards = 0, place = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == root) place = shards;
+    shards += gather ? headers[r].count : headers[r].total;
+  }
+  const CollHeader& h = headers[root];
+  const uint64_t holds = gather ? h.total : h.count;
+  const std::string who = "the root, rank " + std::to_string(root) + "'s ";
+  if (holds != shards) {
+    wrong = who + (gather ? "out" : "x") + " holds " + std::to_string(holds) +
+            " elements, but the shards add up to " + std::to_string(shards);
+  } else if (gather && h.inAt != kNotInOutput && h.inAt != place) {
+    wrong = who + "shard lies at element " + std::to_string(h.inAt) +
+            " of its out, but its place there is element " + std::to_string(place);
+  }
+  if (wrong.empty()) return "";
+  culprits.push_back(root);
+  return "refused: " + wrong + " (nothing was sent; the communicator stays usable)";
 }
 
 std::string CallContext::timedOut(const std::string& waitingFor) const {
