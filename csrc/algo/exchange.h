@@ -118,15 +118,16 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
   char* out = static_cast<char*>(task.out);
   bool everyPayload = true;
   for (int r = 0; r < plan.size(); ++r) everyPayload = everyPayload && published(r);
+  const bool stream = peers.streams(task.total * dtypeSize(task.dtype));  // large outputs
   plan.forEach(rank, [&](const Transfer& t, bool) {  // each rank takes what comes to it
     char* dst = out + t.toAt;
     if (t.to != rank) return;
     if (t.from == rank) {
-      if (in + t.fromAt != dst) payloads.copy(dst, in + t.fromAt, t.bytes);  // else in place
+      if (in + t.fromAt != dst) peers.copyToOutput(dst, in + t.fromAt, t.bytes, stream);
     } else if (published(t.from)) {
       payloads.copy(dst, payloads.payload(t.from) + t.fromAt, t.bytes);
     } else {
-      peers.readInput(t.from, t.fromAt, dst, t.bytes, false);
+      peers.readInput(t.from, t.fromAt, dst, t.bytes, stream);
     }
   });
   if (everyPayload) return;  // the payloads stay until the peers' next call
