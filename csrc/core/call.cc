@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "algo/exchange.h"
 #include "dpcore/coll_table.h"
 
 namespace dpcore {
@@ -52,8 +53,7 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
 // all_to_all); misfit and exchangeMisfit check that they fit together.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank) {
   const Coll coll = static_cast<Coll>(mine.coll);
-  const bool gather = coll == Coll::kAllGather || coll == Coll::kGather ||
-                      coll == Coll::kScatter || coll == Coll::kAllToAll;
+  const bool gather = coll == Coll::kAllGather || isExchange(coll);
   for (size_t r = 0; r < headers.size(); ++r) {
     const CollHeader& h = headers[r];
     bool same = h.seq == mine.seq && h.coll == mine.coll && h.dtype == mine.dtype &&
@@ -100,58 +100,45 @@ std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& cul
 std::string exchangeMisfit(const Task& task, const std::vector<CollHeader>& headers,
                            std::vector<int>& culprits) {
   const int n = static_cast<int>(headers.size());
-  std::string wrong;
-  if (task.coll == Coll::kAllToAll && task.splits) {
-    // dpcore/comm/ exchanged the splits and checked that they agree; an out learned from them
-    // must hold what comes
-    for (int q = 0; q < n; ++q) {
-      uint64_t takes = 0;
-      for (int p = 0; p < n; ++p) takes += task.splits[p * n + q];
-      if (headers[q].total == takes) continue;
-      culprits.push_back(q);
-      wrong += (wrong.empty() ? "" : "; ") + std::string("rank ") + std::to_string(q) +
-               "'s out holds " + std::to_string(headers[q].total) + " elements, but it takes " +
-               std::to_string(takes);
-    }
-    return wrong.empty() ? "" : "refused: " + wrong +
-                                    " (nothing was sent; the communicator stays usable)";
-  }
+  std::string why;
+  auto wrong = [&](int r, const std::string& what) {
+    culprits.push_back(r);
+    why += (why.empty() ? "rank " : "; rank ") + std::to_string(r) + what;
+  };
   if (task.coll == Coll::kAllToAll) {
-    // count / n each way: every rank must send as many as it takes, and as every other rank
-    const uint64_t count = headers[0].count;
-    for (int r = 0; r < n; ++r) {
-      if (headers[r].count == count && headers[r].total == count) continue;
-      culprits.push_back(r);
-      wrong += (wrong.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
-               " sends " + std::to_string(headers[r].count) + " elements and takes " +
-               std::to_string(headers[r].total);
+    // With splits, dpcore/comm/ has checked that they agree, and an out learned from them must
+    // hold what comes; without, count / n goes each way, so every count must be rank 0's.
+    for (int q = 0; q < n; ++q) {
+      uint64_t takes = task.splits ? 0 : headers[0].count;
+      for (int p = 0; task.splits && p < n; ++p) takes += task.splits[p * n + q];
+      const bool fits = headers[q].total == takes && (task.splits || headers[q].count == takes);
+      if (!fits) {
+        wrong(q, " sends " + std::to_string(headers[q].count) + " elements and its out holds " +
+                     std::to_string(headers[q].total) + ", but it takes " +
+                     std::to_string(takes) + (task.splits ? "" : " (rank 0's count)"));
+      }
     }
-    if (wrong.empty()) return "";
-    return "refused: without splits every rank sends and takes as many elements as rank 0 (" +
-           std::to_string(count) + "), but " + wrong +
-           " (nothing was sent; the communicator stays usable)";
+  } else {  // the root's buffer holds every rank's shard: gather's out, scatter's x
+    const bool gather = task.coll == Coll::kGather;
+    uint64_t shards = 0, place = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r == task.root) place = shards;
+      shards += gather ? headers[r].count : headers[r].total;
+    }
+    const CollHeader& h = headers[task.root];
+    const uint64_t holds = gather ? h.total : h.count;
+    if (holds != shards) {
+      wrong(task.root, " (the root)'s " + std::string(gather ? "out" : "x") + " holds " +
+                           std::to_string(holds) + " elements, but the shards add up to " +
+                           std::to_string(shards));
+    } else if (gather && h.inAt != kNotInOutput && h.inAt != place) {
+      wrong(task.root, " (the root)'s shard lies at element " + std::to_string(h.inAt) +
+                           " of its out, but its place there is element " +
+                           std::to_string(place));
+    }
   }
-  // The root's buffer holds every rank's shard: gather's out, scatter's x.
-  const bool gather = task.coll == Coll::kGather;
-  const int root = task.root;
-  uint64_t shards = 0, place = 0;
-  for (int r = 0; r < n; ++r) {
-    if (r == root) place = shards;
-    shards += gather ? headers[r].count : headers[r].total;
-  }
-  const CollHeader& h = headers[root];
-  const uint64_t holds = gather ? h.total : h.count;
-  const std::string who = "the root, rank " + std::to_string(root) + "'s ";
-  if (holds != shards) {
-    wrong = who + (gather ? "out" : "x") + " holds " + std::to_string(holds) +
-            " elements, but the shards add up to " + std::to_string(shards);
-  } else if (gather && h.inAt != kNotInOutput && h.inAt != place) {
-    wrong = who + "shard lies at element " + std::to_string(h.inAt) +
-            " of its out, but its place there is element " + std::to_string(place);
-  }
-  if (wrong.empty()) return "";
-  culprits.push_back(root);
-  return "refused: " + wrong + " (nothing was sent; the communicator stays usable)";
+  if (why.empty()) return "";
+  return "refused: " + why + " (nothing was sent; the communicator stays usable)";
 }
 
 std::string CallContext::timedOut(const std::string& waitingFor) const {
