@@ -118,5 +118,18 @@ if rank == size - 1:
     check.equal(got, np.concatenate([(x - 100 * rank + 100 * p).ravel() for p in range(size)]),
                 "gather N-D reads the shard flat")
 
+# Without splits every rank sends as many as rank 0: a larger x on rank 1 is refused by all
+# (ValueError there, CommError elsewhere) before anything moves, and the communicator lives.
+if size > 1:
+    try:
+        comm.all_to_all(np.ones(size * (2 + (rank == 1)), np.float32))
+        check.true(False, "all_to_all without splits, x larger on rank 1: no error")
+    except (ValueError, dpcore.CommError) as e:
+        expected = ValueError if rank == 1 else dpcore.CommError
+        check.true(type(e).__name__ == expected.__name__ and "rank 1 sends" in str(e),
+                   f"all_to_all without splits, x larger on rank 1: {type(e).__name__}: {e}")
+    check.equal(comm.all_to_all(np.full(size, rank, np.float32)),
+                np.arange(size, dtype=np.float32), "all_to_all after the refusal")
+
 check.finish()
 comm.close()
