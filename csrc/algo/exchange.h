@@ -102,12 +102,15 @@ class ExchangePlan {
 
 // Whether a source publishes its input in its one-shot slot under kAuto: small inputs (one copy
 // in, one out, no process_vm_readv and no final wait), unless the input already lies in memory
-// the peers map (comm.alloc), which they read with one plain copy.
+// the peers map (comm.alloc), which they read with one plain copy. readsAnywhere: whether the
+// peers could read it where it lies otherwise (shared memory: yes; the device: only regions),
+// else one_shot takes every input its slot holds.
 constexpr size_t kExchangeOneShotBytes = 64 << 10;
-inline Algo exchangePick(const Task& task, size_t oneShotBytes, bool sharedInput) {
+inline Algo exchangePick(const Task& task, size_t oneShotBytes, bool sharedInput,
+                         bool readsAnywhere) {
   const size_t bytes = task.count * dtypeSize(task.dtype);
-  const bool small = bytes <= kExchangeOneShotBytes && bytes <= oneShotBytes;
-  return small && !sharedInput ? Algo::kOneShot : Algo::kDirect;
+  const bool fits = bytes <= oneShotBytes && (bytes <= kExchangeOneShotBytes || !readsAnywhere);
+  return fits && !sharedInput ? Algo::kOneShot : Algo::kDirect;
 }
 
 // published(r): whether rank r's input is in its payload (one_shot, or its kAuto pick).

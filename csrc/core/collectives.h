@@ -16,6 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algo/direct.h"
@@ -189,8 +190,11 @@ class Collectives {
     Task sent = task;
     if constexpr (Transport::kPeerMemory) {
       if (isExchange(task.coll) && task.algo == Algo::kAuto) {
+        using Peers = decltype(std::declval<Transport&>().peerMemory(
+            std::declval<const std::vector<CollHeader>&>()));
         sent.algo = exchangePick(task, transport_.oneShotBytes(),
-                                 Transport::sharedInput(transport_.annotate(task)));
+                                 Transport::sharedInput(transport_.annotate(task)),
+                                 !Peers::kMapped);  // unmapped: read by a copy from anywhere
       }
     }
     return sent;
