@@ -15,7 +15,7 @@ def rules(direct=True, messages=False, one_shot_bytes=1024):
                         messages)
 
 
-@pytest.mark.parametrize("coll", choice.EXCHANGES)
+@pytest.mark.parametrize("coll", sorted(choice.EXCHANGES))
 def test_the_algorithms_that_run_an_exchange(coll):
     assert choice.choose("auto", coll, 1 << 20, rules()) == choice.AUTO  # each rank's own pick
     assert choice.choose("one_shot", coll, 1024, rules()) == choice.ONE_SHOT

@@ -17,7 +17,7 @@ DIRECT_COLLECTIVES = MOVING  # direct runs every collective that moves data
 # Moved as transfers between ranks (csrc/algo/exchange.h): auto is each rank's own pick in C++,
 # by its own input's size (these calls' sizes differ by rank), and where the transport carries
 # messages (MPI) direct is a message per transfer, without peer memory.
-EXCHANGES = ("gather", "scatter", "all_to_all")
+EXCHANGES = frozenset(("gather", "scatter", "all_to_all"))
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
 # of every call (reduction fills it)
@@ -46,6 +46,9 @@ def choose(algo, coll, nbytes, rules):
     """The algorithm code of a call of nbytes (the whole buffer: nccl-tests' size; EXCHANGES:
     this rank's input), for algo "auto", "one_shot", "ring" or "direct"; ValueError says why one
     cannot run."""
+    if algo != "auto" and coll in TABLE and algo in NAMES and algo not in TABLE[coll].algorithms:
+        raise ValueError(f"dpcore: algo {algo!r} does not run {coll}; it runs "
+                         f"{', '.join(['auto', *TABLE[coll].algorithms])}")
     if coll in EXCHANGES:
         return _exchange(algo, coll, nbytes, rules)
     if algo == "auto":
@@ -76,9 +79,6 @@ def _exchange(algo, coll, nbytes, rules):
                              f"'direct' past one_shot's {rules.one_shot_bytes}, and "
                              + rules.no_direct.removeprefix("dpcore: "))
         return ONE_SHOT
-    if algo in NAMES and algo not in TABLE[coll].algorithms:
-        raise ValueError(f"dpcore: algo {algo!r} does not run {coll}; it runs "
-                         f"{', '.join(['auto', *TABLE[coll].algorithms])}")
     if algo == "direct" and rules.messages:
         return DIRECT
     return choose(algo, None, nbytes, rules)
