@@ -29,6 +29,13 @@ def test_all_gather_broadcast_and_barrier(config):
     run_ok("gather_broadcast.py", config.ranks, *matrix_args(config), env=config.env)
 
 
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_gather_scatter_and_all_to_all(config):
+    """Every root and algorithm, uneven and empty shards and splits, out= or not, gather in
+    place, learned out_splits, async, N-D input."""
+    run_ok("exchange.py", config.ranks, *matrix_args(config), env=config.env)
+
+
 TINY = {k: c for k, c in EACH_PATH.items() if k in ("shm-2", "shm-3", "mpi-3")}
 
 

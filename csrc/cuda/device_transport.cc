@@ -60,7 +60,10 @@ void DeviceTransport::validate(const Task& task) const {
     throw std::invalid_argument("the device transport takes one_shot, ring or direct");
   }
   if (task.algo == Algo::kDirect) {  // the peers read what this rank publishes in its regions
-    const bool readsIn = task.coll != Coll::kBroadcast || task.root == rank();
+    // broadcast: the root's buffer is read; gather: every buffer but the root's
+    const bool readsIn = task.coll == Coll::kBroadcast ? task.root == rank()
+                         : task.coll == Coll::kGather  ? task.root != rank()
+                                                       : true;
     const bool readsOut = task.coll == Coll::kAllReduce;
     const size_t outBytes = task.total * dtypeSize(task.dtype);
     const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;

@@ -14,7 +14,8 @@ namespace dpcore {
 static_assert(contract::isTransport<MpiTransport>());  // core/contracts.h names what it lacks
 
 namespace {
-constexpr int kHeaderTag = 1, kPayloadTag = 3;  // MpiPrims::kTag carries the ring's segments
+// MpiPrims::kTag carries the ring's segments, MpiMessages::kTag gather, scatter and all_to_all's
+constexpr int kHeaderTag = 1, kPayloadTag = 3;
 }  // namespace
 
 MpiTransport::MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes)

@@ -24,6 +24,7 @@ from . import ending
 from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
 from .cuda_arrays import device_view
 from .device_path import DevicePath
+from .exchanges import Exchanges
 from .host_path import HostPath
 from .work import InFlight, Work
 
@@ -33,8 +34,9 @@ _EMPTY.flags.writeable = False
 _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 
-class Communicator:
-    """A group of ranks and the collectives among them (see docs/api.md)."""
+class Communicator(Exchanges):
+    """A group of ranks and the collectives among them (see docs/api.md); gather, scatter and
+    all_to_all are Exchanges'."""
 
     algorithms = ("one_shot", "ring")
 
@@ -273,20 +275,22 @@ class Communicator:
                            f"that uses it (dpcore.init there, in the same order on every rank)")
 
     def _launch(self, path, coll, dtype, op, root, algo, a, out_a, count, total, result,
-                async_op):
+                async_op, splits=None):
+        """splits: all_to_all's uint64 matrix, kept alive as the arrays are."""
         if self._backend is None or self._owner != get_ident():
             self._checked_backend()  # raises
+        at = 0 if splits is None else splits.ctypes.data
         if not async_op:
             try:
-                path.run(coll, dtype, op, root, algo, a, out_a, count, total)
+                path.run(coll, dtype, op, root, algo, a, out_a, count, total, at)
             except RuntimeError as e:
-                self._in_flight.orphan(a, out_a)
+                self._in_flight.orphan(a, out_a, splits)
                 ending.note_failure(e)
                 raise
             return result
         self._in_flight.reap()
-        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total), result,
-                    a, out_a)
+        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total, at), result,
+                    a, out_a, splits)
         self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
         return work
 

@@ -67,13 +67,13 @@ class DevicePath:
 
     # -- the backend ------------------------------------------------------------------------
 
-    def run(self, coll, dtype, op, root, algo, x, out, count, total):
+    def run(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
         self._connected(x).run_device(coll, dtype, op, root, algo, x.ptr, out.ptr, count, total,
-                                      stream_of(x))
+                                      stream_of(x), splits)
 
-    def submit(self, coll, dtype, op, root, algo, x, out, count, total):
+    def submit(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
         return self._connected(x).submit_device(coll, dtype, op, root, algo, x.ptr, out.ptr,
-                                                count, total, stream_of(x))
+                                                count, total, stream_of(x), splits)
 
     def exchange_counts(self, dtype, count, view):
         return self._connected(view).exchange_counts(dtype, count)

@@ -6,24 +6,12 @@ buffers refused on the rank that passed them, with a ValueError that says why.
 
 Usage: mpiexec -n K python -m mpi4py device_direct.py
 """
-import os
-
 import numpy as np
 
 import dpcore
-from checks import Checker, make_input, ops_for, reference, say
+from checks import Checker, device_arrays, make_input, ops_for, reference, say
 
-if os.environ.get("DEVICE") == "cupy":
-    import cupy as xp
-
-    from mpi4py import MPI
-
-    xp.cuda.Device(MPI.COMM_WORLD.rank % xp.cuda.runtime.getDeviceCount()).use()
-    to_host = xp.asnumpy
-else:
-    from dpcore import emulated as xp
-
-    to_host = lambda d: d.get()  # noqa: E731
+xp, to_host = device_arrays()
 
 comm = dpcore.init(timeout=30)
 rank, size = comm.rank, comm.size
