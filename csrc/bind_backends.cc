@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,11 +27,12 @@ using ShmBackend = Queued<Collectives<ShmTransport>>;
 using MpiBackend = Queued<Collectives<MpiTransport>>;
 using HierarchicalBackend = Queued<Hierarchical>;
 
+// out: None where the rank has no output (reduce off the root): nullptr.
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
-              const py::array& out, size_t count, size_t total) {
+              const std::optional<py::array>& out, size_t count, size_t total) {
   // writability was checked in Python
-  return taskOf(coll, dtype, op, root, algo, in.data(), const_cast<void*>(out.data()), count,
-                total);
+  return taskOf(coll, dtype, op, root, algo, in.data(),
+                out ? const_cast<void*>(out->data()) : nullptr, count, total);
 }
 
 // (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/setup/mpi_endpoint.py
@@ -97,13 +99,13 @@ void bindBackends(py::module_& m) {
   // arrays; the caller keeps them alive until the collective is done.
   py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
       .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
-                     py::array out, size_t count, size_t total) {
+                     std::optional<py::array> out, size_t count, size_t total) {
             Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total);
             py::gil_scoped_release release;
             b.run(t);
           })
       .def("submit", [](Backend& b, int coll, int dtype, int op, int root, int algo,
-                        py::array in, py::array out, size_t count, size_t total) {
+                        py::array in, std::optional<py::array> out, size_t count, size_t total) {
             return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total));
           })
       .def("exchange_counts", [](Backend& b, int dtype, size_t mine) {

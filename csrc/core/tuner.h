@@ -23,7 +23,7 @@
 //     has slowed (kChanged times its estimate when it was last judged, or past the challenger's
 //     last estimate by kMargin: the machine changed) brings the next trial forward.
 // Only rank 0 tunes. Its pick travels in its header, so every rank runs the same algorithm; and
-// ring and direct reduce in the same order (algo/direct.h, reduceOwnChunk), so the pick never
+// ring and direct reduce in the same order (algo/direct.h, reduceInRingOrder), so the pick never
 // changes a result's bits.
 #pragma once
 

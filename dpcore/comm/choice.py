@@ -8,12 +8,11 @@ ring against direct, csrc/core/tuner.h, and its header carries the pick).
 """
 import numbers
 
-from ..collectives import MOVING
+from ..collectives import TABLE
 from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, dtype_code
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
-DIRECT_COLLECTIVES = MOVING  # direct runs every collective that moves data
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
 # of every call (reduction fills it)
@@ -41,6 +40,9 @@ def choose(algo, coll, nbytes, rules):
     if algo == "auto":
         lo, hi = rules.bands.get(coll) or rules.fill(coll, nbytes)
         return ONE_SHOT if lo <= nbytes <= hi else rules.past_one_shot
+    if algo in NAMES and algo not in TABLE[coll].algorithms:  # the table's rows say who runs what
+        raise ValueError(f"dpcore: algo {algo!r} does not run {coll}; it runs "
+                         f"{', '.join(TABLE[coll].algorithms)} or auto")
     if algo == "ring":
         return RING
     if algo == "one_shot":
@@ -49,8 +51,6 @@ def choose(algo, coll, nbytes, rules):
                              f"bytes per rank, got {nbytes}")
         return ONE_SHOT
     if algo == "direct":
-        if coll not in DIRECT_COLLECTIVES:
-            raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
         if rules.no_direct:
             raise ValueError(rules.no_direct)
         return DIRECT
@@ -72,8 +72,8 @@ def reduction(dtype, op):
     return code, opc
 
 
-def root_rank(root, size):
+def root_rank(root, size, coll="broadcast"):
     """root as an int, or ValueError where it is not a rank."""
     if not isinstance(root, numbers.Integral) or not 0 <= root < size:
-        raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {size})")
+        raise ValueError(f"dpcore: {coll} root {root!r} is not a rank in [0, {size})")
     return int(root)
