@@ -34,7 +34,7 @@ def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
         assert reported.pop("timeout") == set(range(1, n)), output  # rank 0 never came
         assert set(reported) == {"collective", "count", "dtype", "op", "root", "algo",
                                  "ring count", "reduce_scatter op", "reduce_scatter dtype",
-                                 "async count"}, output
+                                 "async count", "reduce root", "reduce op"}, output
         for kind, ranks in reported.items():
             assert ranks == set(range(n)), (kind, output)
 
