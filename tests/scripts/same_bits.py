@@ -28,8 +28,10 @@ for dtype in floats:
             check.equal(comm.reduce_scatter(x, op=op, algo="direct"),
                         comm.reduce_scatter(x, op=op, algo="ring"), f"reduce_scatter {label}")
             root = count % size
-            check.equal(comm.reduce(x, root=root, op=op, algo="direct"),
-                        comm.reduce(x, root=root, op=op, algo="ring"), f"reduce {label}")
+            direct = comm.reduce(x, root=root, op=op, algo="direct")
+            ring = comm.reduce(x, root=root, op=op, algo="ring")
+            if rank == root:
+                check.equal(direct, ring, f"reduce {label}")
 
 # auto, past one_shot's sizes: the tuner's first run and its trial, every result equal to the
 # ring's
