@@ -9,8 +9,9 @@
 Per size: fresh buffers, 3 warm-up calls, then a loop of timed calls with time.perf_counter
 around it, as a user would write it: no settle calls for auto's tuner, no barrier between the
 warm-up and the loop. The slowest rank's time per call is reported (a collective ends with its
-last rank). MPI (mpi4py's Allreduce / Allgather / Reduce, to rank 0) runs the same loop on the same buffers right
-after or before (the order alternates by run), so both meet the machine in the same state.
+last rank). MPI (mpi4py's Allreduce / Allgather / Reduce, to rank 0 as dpcore's) runs the same
+loop on the same buffers right after or before (the order alternates by run), so both meet the
+machine in the same state.
 
 Every run makes a new communicator, so auto starts from scratch in each, as in a new program;
 --runs R gives the medians of R runs and the range of their ratios (MPI's time / dpcore's).

@@ -5,11 +5,11 @@
 //
 //   all_gather: read every peer's shard.     broadcast: read the root's buffer.
 //   reduce_scatter: reduce this rank's chunk, reading that chunk of every peer's input.
-//   reduce: the root reduces the whole buffer, reading every peer's input.
-//   all_reduce: as reduce_scatter, then, once every chunk is complete, read the other chunks from the
+//   all_reduce: the same, then, once every chunk is complete, read the other chunks from the
 //   peers' outputs. In place is safe: a rank overwrites another rank's chunk of its own buffer
 //   only then, after every rank has finished reading inputs.
 //   Bytes read per rank: (n-1)/n * S (all_reduce: 2(n-1)/n * S), each in one copy.
+//   reduce: the root reduces the whole buffer, reading all of every peer's input: (n-1) S.
 //
 // PeerMemory, the memory interface it needs:
 //   readInput(peer, offset, dst, bytes, stream)    bytes of a peer's input (broadcast: buffer)
