@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,12 +27,13 @@ using ShmBackend = Queued<Collectives<ShmTransport>>;
 using MpiBackend = Queued<Collectives<MpiTransport>>;
 using HierarchicalBackend = Queued<Hierarchical>;
 
-// splits: all_to_all's n x n matrix (the address of the caller's uint64 array), or 0
+// out: None where the rank has no output (reduce off the root): nullptr. splits: all_to_all's
+// n x n matrix (the address of the caller's uint64 array), or 0.
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
-              const py::array& out, size_t count, size_t total, uintptr_t splits) {
+              const std::optional<py::array>& out, size_t count, size_t total, uintptr_t splits) {
   // writability was checked in Python
-  Task t = taskOf(coll, dtype, op, root, algo, in.data(), const_cast<void*>(out.data()), count,
-                  total);
+  Task t = taskOf(coll, dtype, op, root, algo, in.data(),
+                  out ? const_cast<void*>(out->data()) : nullptr, count, total);
   t.splits = reinterpret_cast<const uint64_t*>(splits);
   return t;
 }
@@ -106,13 +108,14 @@ void bindBackends(py::module_& m) {
   // arrays; the caller keeps them alive until the collective is done.
   py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
       .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
-                     py::array out, size_t count, size_t total, uintptr_t splits) {
+                     std::optional<py::array> out, size_t count, size_t total,
+                     uintptr_t splits) {
             Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total, splits);
             py::gil_scoped_release release;
             b.run(t);
           }, DP_CALL_ARGS)
       .def("submit", [](Backend& b, int coll, int dtype, int op, int root, int algo,
-                        py::array in, py::array out, size_t count, size_t total,
+                        py::array in, std::optional<py::array> out, size_t count, size_t total,
                         uintptr_t splits) {
             return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total,
                                      splits));

@@ -82,6 +82,7 @@ VerbList ringTrace(const std::string& coll, size_t count, int rank, int n, size_
     if (coll == row.name && row.output != Output::kNone) info = &row;  // not barrier
   }
   if (!info) throw std::invalid_argument("unknown collective " + coll);
+  if (!info->ring.runs) throw std::invalid_argument("the ring does not run " + coll);
   call.task.coll = info->coll;
   if (info->output == Output::kSumOfShards) {  // all_gather: the shards make the output
     if (counts.size() != static_cast<size_t>(n)) {

@@ -19,7 +19,8 @@ def matrix_args(config):
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
 def test_all_reduce_and_reduce_scatter(config):
     """Every dtype x op x algorithm, counts 0, 1, primes, uneven and several ring segments long;
-    in place, N-D input, and all_gather(reduce_scatter(x)) == all_reduce(x).ravel()."""
+    in place, N-D input, and all_gather(reduce_scatter(x)) == all_reduce(x).ravel(); reduce to
+    every root too."""
     run_ok("reductions.py", config.ranks, *matrix_args(config), env=config.env)
 
 

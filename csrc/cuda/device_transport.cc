@@ -20,7 +20,8 @@ namespace {
 // copied from (one-shot publishes the input) or mostly copied into (the ring), so that both
 // kernels of a hop can move whole packs.
 uint32_t packOffsetFor(const Task& task) {
-  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter;
+  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter ||
+                     task.coll == Coll::kReduce;  // reduce: out is the root's alone
   return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(input ? task.in : task.out) %
                                DeviceTransport::kHeadroom);
 }

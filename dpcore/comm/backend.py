@@ -30,10 +30,11 @@ class Backend(Protocol):
     def run(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
             count: int, total: int, splits: int = 0) -> None:
         """One collective, blocking, after any queued ones. in_array and out_array are C-contiguous
-        NumPy arrays (out_array is written; broadcast: both are the buffer); count: elements of
-        in_array (all_gather: this rank's shard), total: of the all_gather output, else count
-        (csrc/include/dpcore/task.h says it per collective); splits: all_to_all's n x n uint64
-        matrix (its address; the caller keeps it alive), or 0."""
+        NumPy arrays (out_array is written; broadcast: both are the buffer; None where the rank
+        has no output: reduce off the root); count: elements of in_array (all_gather: this
+        rank's shard), total: of the all_gather output, else count (csrc/include/dpcore/task.h
+        says it per collective); splits: all_to_all's n x n uint64 matrix (its address; the
+        caller keeps it alive), or 0."""
 
     def submit(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
                count: int, total: int, splits: int = 0) -> Job:

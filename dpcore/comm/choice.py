@@ -8,12 +8,11 @@ ring against direct, csrc/core/tuner.h, and its header carries the pick).
 """
 import numbers
 
-from ..collectives import MOVING, TABLE
+from ..collectives import TABLE
 from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, dtype_code
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
-DIRECT_COLLECTIVES = MOVING  # direct runs every collective that moves data
 # Moved as transfers between ranks (csrc/algo/exchange.h): auto is each rank's own pick in C++,
 # by its own input's size (these calls' sizes differ by rank), and where the transport carries
 # messages (MPI) direct is a message per transfer, without peer memory.
@@ -62,8 +61,6 @@ def choose(algo, coll, nbytes, rules):
                              f"bytes per rank, got {nbytes}")
         return ONE_SHOT
     if algo == "direct":
-        if coll is not None and coll not in DIRECT_COLLECTIVES:
-            raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
         if rules.no_direct:
             raise ValueError(rules.no_direct)
         return DIRECT

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _C, trace
 from ..dtypes import (ALGORITHM_NAMES, ALL_GATHER, ALL_REDUCE, BARRIER, BROADCAST, DTYPES,
-                      REDUCE_SCATTER, dtype_code)
+                      REDUCE, REDUCE_SCATTER, dtype_code)
 from ..setup import connect
 from ..setup.mpi_comms import release_when_dropped
 from ..sharding import shard_range
@@ -115,6 +115,42 @@ class Communicator(Exchanges):
         out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
         return self._launch(path, ALL_REDUCE, dtype, opc, 0,
                             choose(algo, "all_reduce", a.nbytes, path.rules), a, out_a, a.size,
+                            a.size, result, async_op)
+
+    def reduce(self, x, root=0, op="sum", out=None, algo="auto", async_op=False):
+        """The elementwise reduction of every rank's x (as all_reduce), on root alone: there in
+        x's shape and array type, a new array unless out is given (out=x: in place). Other
+        ranks get None, leave x as it is, and must pass out=None. algo: "auto", "one_shot",
+        "ring" (a chain to the root) or "direct" (the root reads the peers' x); ring and
+        direct give the same bits."""
+        if type(x) is np.ndarray and type(root) is int and 0 <= root < self.size:
+            # a user's loop, checked in one step, as all_reduce's
+            codes = REDUCTIONS.get((x.dtype, op))
+            if codes is not None and x.flags.c_contiguous:
+                if self.rank != root:
+                    fast = out is None
+                else:
+                    if out is None:
+                        out = np.empty_like(x)  # apart from x, so fits_out takes it
+                    fast = type(out) is np.ndarray and _C.fits_out(x, out)
+                if fast:  # out: None off the root, the result on it
+                    path = self._host
+                    return self._launch(path, REDUCE, *codes, root,
+                                        choose(algo, "reduce", x.nbytes, path.rules), x, out,
+                                        x.size, x.size, out, async_op)
+        path, a, wrap = self._view(x, "x")
+        dtype, opc = reduction(a.dtype, op)
+        path.check(a, "x")
+        root = root_rank(root, self.size, "reduce")
+        if self.rank == root:
+            out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
+        elif out is not None:
+            raise ValueError(f"dpcore: reduce's result is root {root}'s alone; out must be None "
+                             f"on rank {self.rank}")
+        else:
+            out_a = result = None
+        return self._launch(path, REDUCE, dtype, opc, root,
+                            choose(algo, "reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):

@@ -50,6 +50,13 @@ for dtype, op in [(np.dtype("float16"), "sum"), (np.dtype("float16"), "avg"),
         shard = on_device(want[lo:hi], -(-count // size))  # shards differ by one at most
         g = comm.all_gather(shard, algo="direct")
         check.equal(to_host(g), want, f"all_gather {label}")
+        root = count % size
+        r = comm.reduce(x, root=root, op=op, algo="direct")  # x: a peer's memory, out: not
+        ring = comm.reduce(xp.asarray(everyone[rank]), root=root, op=op, algo="ring")
+        if rank == root:
+            check.equal(to_host(r).view(np.uint8), to_host(ring).view(np.uint8),
+                        f"reduce {label}: the ring's bits")
+            check.equal(to_host(r), want, f"reduce {label}")
         b = on_device(everyone[rank])
         comm.broadcast(b, root=size - 1, algo="direct")
         check.equal(to_host(b), everyone[size - 1], f"broadcast {label}")
