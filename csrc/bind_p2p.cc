@@ -1,6 +1,7 @@
 // dpcore._C's point-to-point engine (csrc/p2p/): made at init over the communicator's shared
 // memory or MPI, ops posted with an address and a byte count (dpcore/comm/p2p.py has checked
 // them, and keeps the arrays alive until the op is done), waits that release the GIL.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -70,18 +71,21 @@ void bindP2p(py::module_& m) {
       .def("unlink", [](P2p& p) {
             if (p.shm) p.shm->unlink();
           })
-      // peer: -1 for any source (a receive)
+      // peer: -1 for any source (a receive); array: C-contiguous NumPy, writable for a receive
+      // (checked in Python)
       .def("post", [](std::shared_ptr<P2p>& p, bool send, int peer, int tag, int dtype,
-                      uintptr_t address, size_t nbytes, bool async) {
+                      const py::array& array, bool async) {
+            void* data = const_cast<void*>(array.data());
+            const size_t nbytes = static_cast<size_t>(array.nbytes());
             std::shared_ptr<P2pOp> op;
             {
               py::gil_scoped_release release;
-              op = p->engine->post(send, peer, tag, static_cast<DType>(dtype),
-                                   reinterpret_cast<void*>(address), nbytes, async);
+              op = p->engine->post(send, peer, tag, static_cast<DType>(dtype), data, nbytes,
+                                   async);
             }
             return P2pHandle{p, std::move(op)};
           }, py::arg("send"), py::arg("peer"), py::arg("tag"), py::arg("dtype"),
-          py::arg("address"), py::arg("nbytes"), py::arg("async_op"))
+          py::arg("array"), py::arg("async_op"))
       .def("close", [](P2p& p) { return p.engine->close(); },
            py::call_guard<py::gil_scoped_release>(),
            "Finishes the pending ops or fails them at their deadlines, then leaves; returns the "

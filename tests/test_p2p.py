@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok
+from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_script
 from test_faults import remove_mpi_shm_leftovers
 from transport_configs import CONFIGS, EACH_PATH
 
@@ -105,3 +105,14 @@ def test_a_peer_that_dies_is_reported_within_a_second(config):
         assert float(seconds) < 0.5 + 1.5, output
         assert f"rank 1 (pid {pid}) died" in message, output
     assert_broken_everywhere(output, survivors)
+
+
+def test_the_ping_pong_benchmark_runs():
+    """benchmarks/ping_pong.py prints a row per size with positive numbers (no time asserted)."""
+    script = SCRIPTS.parent.parent / "benchmarks" / "ping_pong.py"
+    _, output = run_script(script, 2, "-e", "256K", "--iters", "5", "--runs", "2")
+    table = re.findall(r"^\s*(\d+)((?:\s+[\d.]+){5})\s+([\d.]+)-([\d.]+)\s*$", output,
+                       re.MULTILINE)
+    assert [int(r[0]) for r in table] == [8, 65536, 262144], output
+    for row in table:
+        assert all(float(v) > 0 for v in (*row[1].split(), row[2], row[3])), output

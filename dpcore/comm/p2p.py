@@ -22,6 +22,7 @@ from .work import Work
 
 ANY_SOURCE = -1  # csrc/p2p/p2p_op.h kAnySource
 _MAX_TAG = (1 << 31) - 1
+_MAX_BYTES = (1 << 31) - 1
 
 
 class P2POp(namedtuple("P2POp", "op array peer tag", defaults=(0,))):
@@ -63,17 +64,17 @@ class PointToPoint:
         return self._blocking("recv", out, peer, tag)
 
     def isend(self, x, peer, tag=0):
-        return self._start(*self._check("send", x, peer, tag), True)
+        return self._start(*self._check("send", x, peer, tag))
 
     def irecv(self, out, peer=None, tag=0):
-        return self._start(*self._check("recv", out, peer, tag), True)
+        return self._start(*self._check("recv", out, peer, tag))
 
     def batch(self, ops):
         """Every op checked first, then all posted: none is sent where one is wrong."""
         if not isinstance(ops, (list, tuple)) or not all(isinstance(o, P2POp) for o in ops):
             raise TypeError("dpcore: batch takes a list of dpcore.P2POp(op, array, peer, tag)")
         checked = [self._check(o.op, o.array, o.peer, o.tag) for o in ops]
-        return [self._start(*c, True) for c in checked]
+        return [self._start(*c) for c in checked]
 
     def close(self):
         """Finishes the pending ops, or fails them at their deadlines; returns the first
@@ -83,43 +84,70 @@ class PointToPoint:
     # -- the checks and the engine's ops ------------------------------------------------------
 
     def _blocking(self, kind, array, peer, tag):
-        checked = self._check(kind, array, peer, tag)
+        send, a, code, copy_in, keep, peer, tag = self._check(kind, array, peer, tag)
+        op = self._engine.post(send, peer, tag, code, a, False)
         try:
-            return self._start(*checked, False).wait()
-        except _C.CommError:
-            self._in_flight.orphan(checked[1], checked[3])  # a peer may still read or write
+            op.wait()
+        except _C.CommError as e:
+            self._in_flight.orphan(a, keep)  # a peer may still read or write them
+            self._on_failure(e)
             raise
+        if send:
+            return None
+        if copy_in is not None:
+            copy_in()
+        return op.source
+
+    def _start(self, send, a, code, copy_in, keep, peer, tag):
+        op = self._engine.post(send, peer, tag, code, a, True)
+        if send:
+            finish = None
+        elif copy_in is None:
+            finish = lambda: op.source  # noqa: E731
+        else:
+            finish = lambda: (copy_in(), op.source)[1]  # noqa: E731
+        work = P2PWork(op, finish, self._on_failure, a, keep)
+        self._in_flight.reap()
+        self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
+        return work
 
     def _check(self, kind, array, peer, tag):
-        """(kind, the host array the engine moves, what to do once a recv is done, the caller's
-        view to keep alive, peer, tag)."""
+        """(send, the host array the engine moves, its dtype code, what to do once a receive is
+        done or None, the caller's array to keep alive, peer, tag)."""
         if kind not in ("send", "recv"):
             raise ValueError(f"dpcore: a P2POp's op is 'send' or 'recv', not {kind!r}")
-        what = "x" if kind == "send" else "out"
+        send = kind == "send"
         peer = self._peer(kind, peer)
-        if isinstance(tag, bool) or not isinstance(tag, numbers.Integral) or not (
-                0 <= tag <= _MAX_TAG):
-            raise ValueError(f"dpcore: {kind} tag {tag!r} is not an int in [0, {_MAX_TAG}]")
-        view = device_view(array, what)
+        if type(tag) is not int or not 0 <= tag <= _MAX_TAG:
+            tag = _tag(kind, tag)
+        what = "x" if send else "out"
+        if type(array) is np.ndarray:  # the common case, in few steps: it is a small op's cost
+            a, view = array, None
+        else:
+            view = device_view(array, what)
+            a = HostPath.view(array, what)[0] if view is None else None
         if view is None:
-            a = HostPath.view(array, what)[0]
             HostPath.check(a, what)
-            dtype_code(a.dtype)
-            if kind == "recv" and not a.flags.writeable:
+            code = dtype_code(a.dtype)
+            if not send and not a.flags.writeable:
                 raise ValueError(f"dpcore: recv writes {what} in place, but {what} is read-only")
-            return kind, a, None, array, peer, int(tag)
+            _check_size(a.nbytes)
+            return send, a, code, None, array, peer, tag
         if not view.contiguous:
             raise ValueError(f"dpcore: {what} must be C-contiguous (copy it first, as with "
                              f"cupy.ascontiguousarray)")
-        dtype_code(view.dtype)
-        if kind == "send":
-            return kind, to_host(view), None, view, peer, int(tag)
+        code = dtype_code(view.dtype)
+        _check_size(view.nbytes)
+        if send:
+            return send, to_host(view), code, None, view, peer, tag
         if view.readonly:
             raise ValueError(f"dpcore: recv writes {what} in place, but {what} is read-only")
         host = np.empty(view.size, view.dtype)
-        return kind, host, lambda: to_device(view, host), view, peer, int(tag)
+        return send, host, code, lambda: to_device(view, host), view, peer, tag
 
     def _peer(self, kind, peer):
+        if type(peer) is int and 0 <= peer < self.size and peer != self.rank:
+            return peer
         if peer is None and kind == "recv":
             if self.size == 1:
                 raise ValueError("dpcore: recv from any rank, but this communicator has no "
@@ -133,14 +161,15 @@ class PointToPoint:
                              f"copy the array instead")
         return int(peer)
 
-    def _start(self, kind, a, copy_in, keep, peer, tag, async_op):
-        op = self._engine.post(kind == "send", peer, tag, dtype_code(a.dtype), a.ctypes.data,
-                               a.nbytes, async_op)
-        finish = (lambda: op.source) if copy_in is None else (lambda: (copy_in(), op.source)[1])
-        if kind == "send":
-            finish = None
-        work = P2PWork(op, finish, self._on_failure, a, keep)
-        if async_op:
-            self._in_flight.reap()
-            self._in_flight.add(work)  # keeps the arrays alive even if the caller drops it
-        return work
+
+def _tag(kind, tag):
+    if isinstance(tag, bool) or not isinstance(tag, numbers.Integral) or not (
+            0 <= tag <= _MAX_TAG):
+        raise ValueError(f"dpcore: {kind} tag {tag!r} is not an int in [0, {_MAX_TAG}]")
+    return int(tag)
+
+
+def _check_size(nbytes):
+    if nbytes > _MAX_BYTES:
+        raise ValueError(f"dpcore: a message holds at most {_MAX_BYTES} bytes (MPI counts them "
+                         f"in an int), not {nbytes}; send it in parts")
