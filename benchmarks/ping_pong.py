@@ -92,7 +92,7 @@ def main():
         ours, theirs = statistics.median(f["dpcore"]), statistics.median(f["MPI"])
         ratios = [m / d for d, m in zip(f["dpcore"], f["MPI"])]
         print(f"{nbytes:>10} {ours * 1e6:>10.2f} {theirs * 1e6:>10.2f} "
-              f"{nbytes / ours / 1e6:>12.1f} {nbytes / theirs / 1e6:>10.1f} "
+              f"{nbytes / ours / 1e6:>12.2f} {nbytes / theirs / 1e6:>10.2f} "
               f"{statistics.median(ratios):>6.2f} {min(ratios):>5.2f}-{max(ratios):<6.2f}",
               flush=True)
 

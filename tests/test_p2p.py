@@ -107,6 +107,20 @@ def test_a_peer_that_dies_is_reported_within_a_second(config):
     assert_broken_everywhere(output, survivors)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_peer_that_closed_is_reported_at_once(n):
+    """On shared memory, rank 1 closes its communicator 0.5 s into rank 0's receive from it.
+    (Over MPI the receive waits for its timeout: MPI tells no departure.)"""
+    output = faults("close", n, {})
+    errors = rank_lines(output, "error")
+    assert set(errors) == {0}, output
+    seconds, message = errors[0].split(" | ", 1)
+    assert float(seconds) < 0.5 + 1.5, output
+    assert message == ("dpcore recv #1 on rank 0 (from rank 1, tag 0, 12 bytes of float32): "
+                       "rank 1 closed its communicator"), output
+    assert_broken_everywhere(output, [r for r in range(n) if r != 1])
+
+
 def test_the_ping_pong_benchmark_runs():
     """benchmarks/ping_pong.py prints a row per size with positive numbers (no time asserted)."""
     script = SCRIPTS.parent.parent / "benchmarks" / "ping_pong.py"

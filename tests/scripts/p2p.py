@@ -1,12 +1,14 @@
 """Point-to-point with exact results (run on every transport by test_p2p.py): send/recv of every
 dtype at counts 0, 1, odd and past the mailbox's inline piece (16 KiB), 8 B and 16 MiB, tags,
 any source, isend/irecv ring exchanges waited in either order, the batch, and many small
-messages in a row whose order must hold. Every element's value is unique to (sender, receiver,
+messages in a row whose order must hold, and a send that close() finishes. Every element's value is unique to (sender, receiver,
 message, element), so a misplaced or reordered message cannot pass. With one rank: only the
 argument errors (send to oneself).
 
 Usage: python -m mpi4py p2p.py
 """
+import time
+
 import numpy as np
 
 import dpcore
@@ -128,4 +130,12 @@ if size > 1:
     check.equal(total, np.full(3, size * (size - 1) // 2, np.int64), "all_reduce after p2p")
 
 check.finish()
+# close() finishes what is pending: rank 0's isend, never waited for, reaches rank 1, late
+if rank == 0 and size > 1:
+    comm.isend(data(np.float32, 50_000, 0, 1, 7), 1)
+elif rank == 1:
+    time.sleep(0.3)
+    out = np.zeros(50_000, np.float32)
+    comm.recv(out, 0)
+    assert np.array_equal(out, data(np.float32, 50_000, 0, 1, 7)), "the send close() finished"
 comm.close()

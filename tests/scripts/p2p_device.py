@@ -5,23 +5,12 @@ array is complete when recv (or wait) returns, whatever the array's stream still
 
 Usage: mpiexec -n K python -m mpi4py p2p_device.py
 """
-import os
-
 import numpy as np
-from mpi4py import MPI
 
 import dpcore
-from checks import DTYPES, Checker
+from checks import DTYPES, Checker, device_arrays
 
-if os.environ.get("DEVICE") == "cupy":
-    import cupy as xp
-
-    xp.cuda.Device(MPI.COMM_WORLD.rank % xp.cuda.runtime.getDeviceCount()).use()
-    host = xp.asnumpy
-else:
-    from dpcore import emulated as xp
-
-    host = lambda a: a.get()  # noqa: E731
+xp, host = device_arrays()
 
 comm = dpcore.init()
 rank, size = comm.rank, comm.size

@@ -8,6 +8,7 @@ Usage: [mpiexec -disable-auto-cleanup] -n K python [as_child.py python] p2p_faul
           send:    rank 0 sends to rank 1, which never receives (run with a short DPCORE_TIMEOUT)
           recv:    rank 1 receives from rank 0, which never sends
           die:     rank 1 SIGKILLs itself while rank 0 receives from it and rank 2 sends to it
+          close:   rank 1 closes its communicator while rank 0 receives from it
 Every rank prints 'rank R: pid PID' and 'rank R: mpi shm ...'; a rank whose op failed prints
 'rank R: error SECONDS | MESSAGE' (SECONDS since its op began), and every survivor 'rank R: again
 MESSAGE' for the barrier after. Under `die` the survivors leave with os._exit (MPI_Finalize would
@@ -48,6 +49,13 @@ try:
     elif fault == "die" and rank in (0, 2):
         x = np.ones(1 << 20, np.float32)  # 4 MiB: read from the sender's buffer, or staged
         comm.recv(x, 1) if rank == 0 else comm.send(x, 1)
+    elif fault == "close" and rank == 1:
+        time.sleep(0.5)
+        comm.close()
+        say(rank, "closed")
+        sys.exit(0)
+    elif fault == "close" and rank == 0:
+        comm.recv(np.ones(3, np.float32), 1)
     elif fault in ("send", "recv"):
         time.sleep(2 * comm.timeout)  # the pair's peer, and the others: idle past the timeout
     say(rank, "no error")
