@@ -90,7 +90,6 @@ void bindP2p(py::module_& m) {
            py::call_guard<py::gil_scoped_release>(),
            "Finishes the pending ops or fails them at their deadlines, then leaves; returns the "
            "first failure's message, or ''")
-      .def("set_timeout", [](P2p& p, double s) { p.engine->setTimeout(s); })
       .def_property_readonly("broken", [](P2p& p) { return p.engine->broken(); });
 }
 

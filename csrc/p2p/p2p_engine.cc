@@ -74,11 +74,6 @@ P2pEngine::~P2pEngine() {
   if (thread_.joinable()) thread_.join();
 }
 
-void P2pEngine::setTimeout(double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  timeout_ = seconds;
-}
-
 std::string P2pEngine::broken() {
   std::lock_guard<std::mutex> lock(mu_);
   return broken_;

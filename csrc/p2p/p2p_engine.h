@@ -42,7 +42,6 @@ class P2pEngine {
   // Finishes the pending ops, or fails them at their deadlines; then leaves: the peers hear
   // that this rank posts nothing more. Returns the first failure's message, or "".
   std::string close();
-  void setTimeout(double seconds);
   std::string broken();  // the first failure's message, or ""
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
@@ -53,7 +52,7 @@ class P2pEngine {
   void loop();            // the progress thread
 
   std::unique_ptr<P2pChannel> channel_;
-  double timeout_;
+  const double timeout_;
   bool threaded_;
   std::mutex mu_;  // the channel and ops_
   std::condition_variable work_;  // ops_ became non-empty, or stop_

@@ -185,7 +185,11 @@ void ShmChannel::readSender(P2pOp& op, int from, const MailSlot& slot) {
 std::string ShmChannel::trouble(int peer, bool deep) {
   MailControl* c = layout_.control(base_);
   const uint64_t aborted = c->abort.value.load(std::memory_order_acquire);
-  if (aborted != 0 && aborted != kWritingReason) return c->reason;
+  if (aborted != 0 && aborted != kWritingReason) {
+    // a death this op sees too is its own news, rather than the rank's that saw it first
+    const std::string dead = peer == kAnySource ? "" : deadOrLeft(peer);
+    return dead.find("died") != std::string::npos ? dead : c->reason;
+  }
   if (!deep) return "";
   if (peer != kAnySource) return deadOrLeft(peer);
   int left = 0;  // any source: a dead peer, or every peer gone

@@ -213,7 +213,8 @@ class Communicator:
 
     def _p2p_failed(self, error):
         """A point-to-point op failed: the collectives refuse too, and the peers hear it."""
-        self._backend.pass_on(str(error))
+        if self._backend is not None:  # else close() has passed it on
+            self._backend.pass_on(str(error))
         ending.note_failure(error)
 
     # -- the checks every collective shares ---------------------------------------------------
