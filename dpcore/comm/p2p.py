@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _C
-from ..dtypes import dtype_code
+from ..dtypes import DTYPES, dtype_code
 from .cuda_arrays import device_view
 from .host_path import HostPath
 from .host_staging import to_device, to_host
@@ -122,7 +122,11 @@ class PointToPoint:
             tag = _tag(kind, tag)
         what = "x" if send else "out"
         if type(array) is np.ndarray:  # the common case, in few steps: it is a small op's cost
-            a, view = array, None
+            flags, code = array.flags, DTYPES.get(array.dtype)
+            if (code is not None and flags.c_contiguous and (send or flags.writeable)
+                    and array.nbytes <= _MAX_BYTES):
+                return send, array, code, None, array, peer, tag
+            a, view = array, None  # the checks below name what is wrong
         else:
             view = device_view(array, what)
             a = HostPath.view(array, what)[0] if view is None else None
