@@ -90,6 +90,9 @@ class SharedBuffer {
 
 }  // namespace
 
+// The endpoint tuple as bind_p2p.cc takes it too (MPI point-to-point).
+MpiEndpoint mpiEndpointOf(py::tuple t) { return endpoint(t); }
+
 void bindBackends(py::module_& m) {
   py::class_<Job, std::shared_ptr<Job>>(m, "Job")
       .def("done", &Job::done)

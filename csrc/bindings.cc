@@ -29,6 +29,7 @@ namespace py = pybind11;
 namespace dpcore {
 void bindBackends(py::module_& m);
 void bindDevice(py::module_& m);
+void bindP2p(py::module_& m);
 }  // namespace dpcore
 
 using namespace dpcore;
@@ -135,6 +136,7 @@ PYBIND11_MODULE(_C, m) {
 
   bindBackends(m);
   bindDevice(m);
+  bindP2p(m);
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {

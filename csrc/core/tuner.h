@@ -63,8 +63,8 @@ class Tuner {
   // where the tuner took it with the ranks' cores on different dies (on one die the ring stays
   // ahead there: no fixed threshold suits both), and all_gather on shared buffers at any size,
   // where direct's plain copy beat the ring in both. Never reduce: under direct the root alone
-  // reads and reduces all (n-1) S, where the chain has every peer copy its part at once (on
-  // 2 ranks the ring was 1.1-5x faster from 32 KiB to 64 MiB).
+  // reads and reduces all (n-1) S, where the chain has every peer copy its part at once, so
+  // direct's lead grows less likely with n; where it does lead, the timings find it.
   static constexpr size_t kFixedDirectMin = 64 << 20;
   static bool fixedPick(Coll coll, size_t bytes, BufferKind kind) {
     if (coll == Coll::kReduce) return false;

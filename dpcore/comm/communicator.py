@@ -26,6 +26,7 @@ from .cuda_arrays import device_view
 from .device_path import DevicePath
 from .exchanges import Exchanges
 from .host_path import HostPath
+from .p2p import PointToPoint
 from .work import InFlight, Work
 
 # What a barrier passes for its (unused) buffers.
@@ -62,6 +63,8 @@ class Communicator(Exchanges):
         self._device = DevicePath(made.boot, made.node, self.settings, self.timeout,
                                   self.one_shot_bytes)
         self._in_flight = InFlight()
+        self._p2p = PointToPoint(made.p2p, self.rank, self.size, self._in_flight,
+                                 self._p2p_failed)
         # close() calls it; a communicator dropped without close() frees its MPI ones anyway
         self._release = release_when_dropped(self, made.backend, made.comms, made.boot)
         _live.add(self)
@@ -218,6 +221,40 @@ class Communicator(Exchanges):
         self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
                      None, False)
 
+    # -- point to point (dpcore.comm.p2p) --------------------------------------------------------
+
+    def send(self, x, peer, tag=0):
+        """Sends x to rank peer; returns once the peer has it (x may be reused)."""
+        self._checked_backend()
+        self._p2p.send(x, peer, tag)
+
+    def recv(self, out, peer=None, tag=0):
+        """Receives into out, in place, from rank peer (None: any rank); returns the source."""
+        self._checked_backend()
+        return self._p2p.recv(out, peer, tag)
+
+    def isend(self, x, peer, tag=0):
+        """send without waiting: a Work whose wait() returns None once the peer has x."""
+        self._checked_backend()
+        return self._p2p.isend(x, peer, tag)
+
+    def irecv(self, out, peer=None, tag=0):
+        """recv without waiting: a Work whose wait() returns the source rank."""
+        self._checked_backend()
+        return self._p2p.irecv(out, peer, tag)
+
+    def batch(self, ops):
+        """Issues a list of dpcore.P2POp together; [Work, ...]. A ring exchange (send to the
+        next rank, recv from the previous) completes whatever order they are waited in."""
+        self._checked_backend()
+        return self._p2p.batch(ops)
+
+    def _p2p_failed(self, error):
+        """A point-to-point op failed: the collectives refuse too, and the peers hear it."""
+        if self._backend is not None:  # else close() has passed it on
+            self._backend.pass_on(str(error))
+        ending.note_failure(error)
+
     # -- the checks every collective shares ---------------------------------------------------
 
     def _view(self, x, what):
@@ -336,6 +373,9 @@ class Communicator(Exchanges):
         if self._backend is None:
             return
         self._device.close("closed its communicator")
+        failed = self._p2p.close()  # its pending ops finish, or fail at their deadlines
+        if failed:
+            self._backend.pass_on(failed)
         self._backend.drain()
         if trace.enabled():
             trace.collect(self._backend)

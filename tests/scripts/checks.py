@@ -215,3 +215,16 @@ def _difference(got, want):
         return (f"{wrong.size} of {want.size} elements wrong; first at flat index {i}: got "
                 f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
     return None
+
+
+def device_arrays():
+    """(the array module of the device scripts, its to-NumPy copy): dpcore.emulated on the CPU
+    emulation (DPCORE_CUDA_EMULATION=1), or CuPy on this rank's GPU with DEVICE=cupy."""
+    if os.environ.get("DEVICE") == "cupy":
+        import cupy
+
+        cupy.cuda.Device(MPI.COMM_WORLD.rank % cupy.cuda.runtime.getDeviceCount()).use()
+        return cupy, cupy.asnumpy
+    from dpcore import emulated
+
+    return emulated, lambda a: a.get()
