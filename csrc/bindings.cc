@@ -52,10 +52,11 @@ py::list collectiveTable() {
   };
   py::list rows;
   for (const CollInfo& c : kCollTable) {
-    py::dict algos;
-    algos[algoName(Algo::kRing)] = cost(c.ring);
-    algos[algoName(Algo::kOneShot)] = cost(c.oneShot);
-    algos[algoName(Algo::kDirect)] = cost(c.direct);
+    py::dict algos;  // those that run it
+    for (auto [algo, costs] : {std::pair{Algo::kRing, c.ring}, {Algo::kOneShot, c.oneShot},
+                               {Algo::kDirect, c.direct}}) {
+      if (costs.runs) algos[algoName(algo)] = cost(costs);
+    }
     rows.append(py::dict(py::arg("name") = c.name, py::arg("code") = static_cast<int>(c.coll),
                          py::arg("reduces") = c.reduces, py::arg("rooted") = c.rooted,
                          py::arg("output") = outputName(c.output), py::arg("algorithms") = algos,

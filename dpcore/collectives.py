@@ -57,7 +57,7 @@ class Collective(NamedTuple):
     reduces: bool       # takes an op
     rooted: bool        # takes a root
     output: str         # the output's count: "same_as_input", "own_shard", "sum_of_shards", "none"
-    algorithms: dict    # "ring", "one_shot", "direct" -> AlgoCost
+    algorithms: dict    # "ring", "one_shot", "direct" -> AlgoCost: those that run it
     bus_factor: Amount  # nccl-tests' busbw / algbw
 
 

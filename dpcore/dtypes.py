@@ -17,7 +17,8 @@ OPS = dict(_C.OPS)  # {"sum": 0, ...}
 AVG = OPS["avg"]
 
 COLLECTIVES = dict(_C.COLLECTIVES)  # {"barrier": 0, ...}, in code order (coll_table.h's rows)
-BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST = COLLECTIVES.values()
+(BARRIER, ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, BROADCAST, REDUCE, GATHER, SCATTER,
+ ALL_TO_ALL) = COLLECTIVES.values()
 
 ALGORITHMS = dict(_C.ALGORITHMS)  # {"one_shot": 0, "ring": 1, ..., "auto": 4}
 ALGORITHM_NAMES = {code: name for name, code in ALGORITHMS.items()}

@@ -32,6 +32,7 @@ constexpr Amount operator+(Amount a, Amount b) {
 struct AlgoCost {
   Amount bytes, reduced, steps;
   bool chain = false;
+  bool runs = false;  // whether the algorithm runs this collective at all
 };
 
 // How many elements the output holds, given the input's count.
@@ -59,32 +60,58 @@ constexpr Amount whole(int k) { return {k, 0, 0}; }
 constexpr Amount peers(int k) { return {0, k, 0}; }
 constexpr Amount chunks(int k) { return {0, 0, k}; }
 constexpr bool kChain = true;
+constexpr AlgoCost cost(Amount bytes, Amount reduced, Amount steps, bool chain = false) {
+  return {bytes, reduced, steps, chain, true};
+}
+constexpr AlgoCost kDoesNotRun{};
 
 // ring:     all_reduce is reduce_scatter then all_gather, n-1 steps each, a chunk per step.
 // one_shot: every rank writes its payload, waits once, reads what it needs from every slot
 //           (all_reduce: write S, read n S; reduce_scatter: write S, read n S/n = S;
 //           all_gather: write S/n, read (n-1)/n S; broadcast: the root writes S, the rest read).
 // direct:   a rank reads straight from the peers' buffers; the root's serves n-1 readers.
+//           gather, scatter and all_to_all run it on every transport: where the peers' memory
+//           is not mapped (MPI), each chunk is one message from the rank that has it.
+// kDoesNotRun: no such algorithm for the collective (gather, scatter, all_to_all: no ring).
 constexpr CollInfo kCollTable[kNumColls] = {
     // {code, name, reduces, rooted, output,
-    //  ring, one_shot, direct: each {bytes, reduced, steps[, chain]}, bus factor}
-    {Coll::kBarrier, "barrier", false, false, Output::kNone, {}, {}, {}, {}},
+    //  ring, one_shot, direct: each cost(bytes, reduced, steps[, chain]), bus factor}
+    {Coll::kBarrier, "barrier", false, false, Output::kNone, kDoesNotRun, kDoesNotRun,
+     kDoesNotRun, {}},
     {Coll::kAllReduce, "all_reduce", /*reduces*/ true, /*rooted*/ false, Output::kSameAsInput,
-     /*ring*/ {chunks(2), chunks(1), peers(2)},
-     /*one_shot*/ {whole(2) + peers(1), peers(1), whole(1)},
-     /*direct*/ {chunks(2), chunks(1), whole(2)}, /*bus factor*/ chunks(2)},
+     /*ring*/ cost(chunks(2), chunks(1), peers(2)),
+     /*one_shot*/ cost(whole(2) + peers(1), peers(1), whole(1)),
+     /*direct*/ cost(chunks(2), chunks(1), whole(2)), /*bus factor*/ chunks(2)},
     {Coll::kReduceScatter, "reduce_scatter", true, false, Output::kOwnShard,
-     /*ring*/ {chunks(1), chunks(1), peers(1)},
-     /*one_shot*/ {whole(2), chunks(1), whole(1)},
-     /*direct*/ {chunks(1), chunks(1), whole(1)}, /*bus factor*/ chunks(1)},
+     /*ring*/ cost(chunks(1), chunks(1), peers(1)),
+     /*one_shot*/ cost(whole(2), chunks(1), whole(1)),
+     /*direct*/ cost(chunks(1), chunks(1), whole(1)), /*bus factor*/ chunks(1)},
     {Coll::kAllGather, "all_gather", false, false, Output::kSumOfShards,
-     /*ring*/ {chunks(1), {}, peers(1)},
-     /*one_shot*/ {whole(1), {}, whole(1)},
-     /*direct*/ {chunks(1), {}, whole(1)}, /*bus factor*/ chunks(1)},
+     /*ring*/ cost(chunks(1), {}, peers(1)),
+     /*one_shot*/ cost(whole(1), {}, whole(1)),
+     /*direct*/ cost(chunks(1), {}, whole(1)), /*bus factor*/ chunks(1)},
     {Coll::kBroadcast, "broadcast", false, true, Output::kSameAsInput,
-     /*ring*/ {chunks(1), {}, peers(1), kChain},
-     /*one_shot*/ {whole(2), {}, whole(1)},
-     /*direct*/ {peers(1), {}, whole(1)}, /*bus factor*/ whole(1)},
+     /*ring*/ cost(chunks(1), {}, peers(1), kChain),
+     /*one_shot*/ cost(whole(2), {}, whole(1)),
+     /*direct*/ cost(peers(1), {}, whole(1)), /*bus factor*/ whole(1)},
+    // The root's: a chain root+1 -> ... -> root, S per link and reduced at every hop but the
+    // first; one_shot and direct: the root reads every peer's S and reduces it.
+    {Coll::kReduce, "reduce", true, true, Output::kSameAsInput,
+     /*ring*/ cost(chunks(1), chunks(1), peers(1), kChain),
+     /*one_shot*/ cost(whole(2) + peers(1), peers(1), whole(1)),
+     /*direct*/ cost(peers(1), peers(1), whole(1)), /*bus factor*/ whole(1)},
+    // S is the root's whole buffer (gather's output, scatter's input): the root takes in or
+    // serves (n-1)/n S, one chunk a peer. one_shot: S written and read once between them.
+    {Coll::kGather, "gather", false, true, Output::kSumOfShards, kDoesNotRun,
+     /*one_shot*/ cost(whole(1), {}, whole(1)),
+     /*direct*/ cost(chunks(1), {}, whole(1)), /*bus factor*/ chunks(1)},
+    {Coll::kScatter, "scatter", false, true, Output::kOwnShard, kDoesNotRun,
+     /*one_shot*/ cost(whole(1), {}, whole(1)),
+     /*direct*/ cost(chunks(1), {}, whole(1)), /*bus factor*/ chunks(1)},
+    // S is every rank's input (and output): a chunk to and from every peer.
+    {Coll::kAllToAll, "all_to_all", false, false, Output::kSameAsInput, kDoesNotRun,
+     /*one_shot*/ cost(whole(2), {}, whole(1)),
+     /*direct*/ cost(chunks(1), {}, whole(1)), /*bus factor*/ chunks(1)},
 };
 
 }  // namespace coll_table

@@ -17,14 +17,22 @@ struct Task {
   Algo algo = Algo::kOneShot;
   const void* in = nullptr;
   void* out = nullptr;
-  size_t count = 0;  // elements of in (all_gather: this rank's shard)
-  size_t total = 0;  // elements of the all_gather output; count otherwise
+  // Elements of in and of out. They differ where shards do: all_gather and gather take this
+  // rank's shard (total: the output, gather's 0 off the root), scatter gives it (count: the
+  // root's input, 0 elsewhere), all_to_all may receive other than it sends; count == total
+  // otherwise.
+  size_t count = 0;
+  size_t total = 0;
   // avg divides by this where a chunk's reduction completes; 0: by the communicator's size. The
   // between-node all_reduce sets the world's size for its step across nodes.
   int avgDivisor = 0;
   // Device buffers: the caller's stream as it stood when the call was made (a mark the device
   // recorded on the caller's thread, cuda/device.h), whose work the call follows.
   uint64_t ready = 0;
+  // all_to_all: every rank's splits, n x n row-major: splits[p * n + q] elements go from rank p
+  // to rank q (dpcore/comm/ has exchanged them and checked that the ranks agree); nullptr: count
+  // / n each way.
+  const uint64_t* splits = nullptr;
 };
 
 // A task from the bindings' codes and pointers (dpcore/comm/ has checked them).

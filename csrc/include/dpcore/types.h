@@ -27,8 +27,9 @@ constexpr int kNumOps = 5;
 
 enum class Coll : int32_t {
   kBarrier = 0, kAllReduce = 1, kReduceScatter = 2, kAllGather = 3, kBroadcast = 4,
+  kReduce = 5, kGather = 6, kScatter = 7, kAllToAll = 8,
 };
-constexpr int kNumColls = 5;
+constexpr int kNumColls = 9;
 
 // kAuto: the ring or direct, whichever rank 0 picks (core/tuner.h); dpcore/cost/auto.py has
 // already sent small calls to kOneShot. kCountsOnly: only the headers travel (all_gather without
