@@ -3,11 +3,12 @@ write each test's outcome to a file that compare.py reads:
 
     python tests/torch_suite/run.py --backend dpcore --world-size 2 -k "all_reduce" \
         --out /tmp/dpcore-2.tsv
+    python tests/torch_suite/run.py --backend gloo test_barrier test_send_recv
 
 The file has a line per test: name, passed/failed/skipped, and the first line of the error
 (for a failure: the exception a rank raised, else pytest's) or the skip's reason, tab-separated,
 after a `#` line that says what ran. The whole suite takes about 20 minutes per backend on two
-cores; -k selects tests as pytest does. Exits 0 when no test failed.
+cores; tests may be named, or selected by -k as pytest does. Exits 0 when no test failed.
 """
 import argparse
 import datetime
@@ -21,10 +22,11 @@ ROOT = HERE.parents[1]
 
 
 class Outcomes:
-    """A pytest plugin: each test's outcome, a failure in any phase overriding a pass."""
+    """A pytest plugin: each test's outcome, a failure in any phase overriding a pass; written
+    to `path` as each test ends (an interrupted run keeps what it ran)."""
 
-    def __init__(self):
-        self.rows = {}
+    def __init__(self, path, header):
+        self.rows, self.path, self.header = {}, path, header
 
     def pytest_runtest_logreport(self, report):
         name = report.nodeid.rsplit("::", 1)[-1]
@@ -35,10 +37,12 @@ class Outcomes:
             self.rows[name] = ("failed", first_error_line(report))
         elif report.when == "call":
             self.rows.setdefault(name, ("passed", ""))
+        if report.when == "teardown" and self.path:
+            self.write()
 
-    def write(self, path, header):
-        with open(path, "w") as f:
-            f.write(f"# {header}\n")
+    def write(self):
+        with open(self.path, "w") as f:
+            f.write(f"# {self.header}\n")
             for name, (outcome, reason) in sorted(self.rows.items()):
                 f.write(f"{name}\t{outcome}\t{one_line(reason)}\n")
 
@@ -65,6 +69,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", required=True, choices=["gloo", "dpcore"])
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("tests", nargs="*", help="tests by name (default: all, or -k's)")
     parser.add_argument("-k", default=None, help="pytest's -k expression")
     parser.add_argument("--out", default=None, help="the outcome file (default: none written)")
     parser.add_argument("--timeout", type=int, default=240,
@@ -88,18 +93,21 @@ def main():
     import pytest
     import torch
 
-    outcomes = Outcomes()
-    pytest_args = [str(HERE / "spawn_suite.py"), "-q", "-p", "no:cacheprovider", "--noconftest",
+    started = datetime.datetime.now()
+    outcomes = Outcomes(args.out, f"backend={args.backend} world_size={args.world_size} "
+                                  f"k={args.k or ''} torch={torch.__version__} "
+                                  f"started={started:%Y-%m-%d %H:%M}")
+    suite = str(HERE / "spawn_suite.py")
+    pytest_args = [f"{suite}::TestDistBackendWithSpawn::{t}" for t in args.tests] or [suite]
+    pytest_args += ["-q", "-p", "no:cacheprovider", "--noconftest",
                    "-o", "addopts=", "--rootdir", str(HERE)]
     if args.k:
         pytest_args += ["-k", args.k]
-    started = datetime.datetime.now()
     code = pytest.main(pytest_args, plugins=[outcomes])
     if args.out:
         minutes = (datetime.datetime.now() - started).total_seconds() / 60
-        outcomes.write(args.out, f"backend={args.backend} world_size={args.world_size} "
-                                 f"k={args.k or ''} torch={torch.__version__} "
-                                 f"started={started:%Y-%m-%d %H:%M} minutes={minutes:.1f}")
+        outcomes.header += f" minutes={minutes:.1f}"
+        outcomes.write()
     temp.cleanup()
     return 0 if code in (0, 5) and all(o != "failed" for o, _ in outcomes.rows.values()) else 1
 

@@ -5,7 +5,8 @@ process group of BACKEND (file:// init) and run the test. run.py sets BACKEND, W
 TEMP_DIR and collects this file with pytest; read its docstring first.
 
 BACKEND=gloo is torch's suite as torch runs it. BACKEND=dpcore runs the same tests on dpcore's
-backend (`import dpcore.torch` here, which the spawned ranks import too), with two changes, both made before torch's module defines its tests (its skip decorators read them then):
+backend (`import dpcore.torch` here, which the spawned ranks import too), with two changes, both
+made before torch's module defines its tests (its skip decorators read them then):
 - dpcore is a plugin backend with DDP and subgroups (DistTestCases.backend_feature), as
   gloo is;
 - the tests torch gates to gloo by name (barrier timeouts, sparse all_reduce, the coalesced
