@@ -17,6 +17,8 @@ import torch.distributed as dist
 import dpcore
 
 from . import connect, sparse
+from .exchanges import Exchanges, rows
+from .point_to_point import PointToPoint
 from .tensors import as_array, as_moved, one, op_name
 from .work import Completer, Done, Pending
 
@@ -30,7 +32,7 @@ def create(options, backend_options=None):
     return ProcessGroup(comm)
 
 
-class ProcessGroup(dist.ProcessGroup):
+class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):
     """A torch process group whose collectives are dpcore's, on one dpcore communicator."""
 
     def __init__(self, comm):
@@ -118,16 +120,8 @@ class ProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         """all_gather into a list of tensors: gathered into one buffer, then copied out."""
-        outputs, t = one(output_lists, "all_gather"), one(inputs, "all_gather")
-        if len(outputs) != self.size() or any(o.numel() != t.numel() for o in outputs):
-            raise ValueError(f"dpcore: all_gather needs {self.size()} output tensors of the "
-                             f"input's {t.numel()} elements")
-        flat = torch.empty((self.size(), t.numel()), dtype=t.dtype)
-
-        def copy_out():
-            for o, row in zip(outputs, flat):
-                o.copy_(row.view(o.shape))
-
+        t = one(inputs, "all_gather")
+        flat, copy_out = rows(one(output_lists, "all_gather"), t, self.size(), "all_gather")
         i, f = as_moved(t, "input"), as_moved(flat)
         return self._issue(opts, output_lists, [lambda async_op: self._comm.all_gather(
             i, out=f, async_op=async_op)], copy_out)
@@ -207,27 +201,6 @@ class ProcessGroup(dist.ProcessGroup):
         except dpcore.CommError as e:
             raise torch_worded(e) from None
         return Done([])
-
-    # torch's calls that are not dpcore collectives: a clear error instead of torch's "No backend
-    # type associated with device type cpu" (what a Python group without them would raise).
-    def _not_dpcore(name):
-        def refuse(self, *args, **kwargs):
-            raise NotImplementedError(
-                f"dpcore: torch.distributed's {name} is not a dpcore collective, so the dpcore "
-                f"backend does not run it (it runs all_reduce, broadcast, all_gather, "
-                f"reduce_scatter and barrier); use a gloo group for it "
-                f"(dist.new_group(backend='gloo'))")
-        refuse.__name__ = name
-        return refuse
-
-    reduce = _not_dpcore("reduce")
-    gather = _not_dpcore("gather")
-    scatter = _not_dpcore("scatter")
-    alltoall = _not_dpcore("all_to_all")
-    alltoall_base = all_to_all_single = _not_dpcore("all_to_all_single")
-    send = _not_dpcore("send")
-    recv = recv_anysource = _not_dpcore("recv")
-    del _not_dpcore
 
     # -- plumbing --------------------------------------------------------------------------------
 

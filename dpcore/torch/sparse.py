@@ -23,7 +23,7 @@ def all_reduce(comm, t, op):
     own = t.detach().coalesce()
     indices, values = own.indices().contiguous(), own.values().contiguous()
     n = comm.size
-    meta = comm.all_gather(np.array([own._nnz(), own.sparse_dim(), own.dim()], np.int64))
+    meta = comm.all_gather(np.array([values.shape[0], own.sparse_dim(), own.dim()], np.int64))
     nnz, sparse_dims, dims = meta.reshape(n, 3).T
     shapes = comm.all_gather(np.array(own.shape, np.int64)) if len(set(dims)) == 1 else None
     if shapes is None or len(set(sparse_dims)) != 1 \

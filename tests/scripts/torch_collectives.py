@@ -173,8 +173,10 @@ def check_refusals(check, rank, size, gloo):
             (lambda: dist.all_reduce(torch.ones(8)[::2]), ValueError, "a strided tensor"),
             (lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
                                      op=dist.ReduceOp.AVG), TypeError, "avg of int32"),
-            (lambda: dist.reduce(t, dst=0), NotImplementedError, "reduce"),
-            (lambda: dist.all_to_all_single(t, t), NotImplementedError, "all_to_all")]:
+            (lambda: dist.all_to_all_single(torch.ones(5), torch.ones(5)), ValueError,
+             "all_to_all_single of 5 elements between 2 or 3 ranks"),
+            (lambda: dist.gather(t, [t] * (size + 1), dst=rank), ValueError,
+             "gather into a list of n + 1")]:
         try:
             call()
             check.true(False, f"{what} was accepted")
