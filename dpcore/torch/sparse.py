@@ -3,12 +3,14 @@ values gathered on every rank (all_gather with shards of each rank's own length)
 coalescing, and the sum copied into the tensor. Only SUM, as gloo.
 
 Every rank first gathers every rank's (nnz, sparse dims, dims) and then its shape, so that
-tensors of different shapes fail on every rank alike (each rank checks the same gathered data),
-before any index travels; values of different dtypes are dpcore's own mismatch (CommError).
+tensors of different shapes are a CommError on every rank alike (each rank checks the same
+gathered data) before any index travels, the communicator still usable; values of different
+dtypes are dpcore's own mismatch (CommError).
 """
 import numpy as np
 import torch
 
+import dpcore
 from .tensors import as_moved
 
 
@@ -29,9 +31,9 @@ def all_reduce(comm, t, op):
     if shapes is None or len(set(sparse_dims)) != 1 \
             or (shapes.reshape(n, -1) != np.array(own.shape)).any():
         described = shapes.reshape(n, -1).tolist() if shapes is not None else dims.tolist()
-        raise ValueError(f"dpcore: sparse all_reduce needs one shape and one number of sparse "
-                         f"dimensions on every rank; got shapes (or dimensions) {described} "
-                         f"and sparse dimensions {sparse_dims.tolist()}")
+        raise dpcore.CommError(f"dpcore sparse all_reduce on rank {comm.rank}: the ranks' "
+                               f"tensors differ: shapes (or dimensions) by rank {described}, "
+                               f"sparse dimensions {sparse_dims.tolist()}")
 
     total = int(nnz.sum())
     gathered_indices = torch.empty(own.sparse_dim() * total, dtype=torch.int64)
