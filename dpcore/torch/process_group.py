@@ -6,7 +6,8 @@ Work that is already done; an async one is submitted to dpcore's worker thread, 
 future is completed by the group's completion thread (work.py). Results land where torch wants
 them: in place for all_reduce and broadcast (`out=` the tensor's own memory), straight into the
 output tensor for the `_single` (into_tensor) forms, through a copy only where torch's layout
-is a list of tensors.
+is a list of tensors. reduce, gather, scatter and all_to_all are in exchanges.py, send and recv
+in point_to_point.py, the sparse all_reduce in sparse.py: the group derives from their classes.
 """
 import threading
 from threading import get_ident
