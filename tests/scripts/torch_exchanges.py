@@ -86,13 +86,18 @@ def check_all_to_all(check, rank, size, gloo):
         dist.all_to_all_single(want, x, out_splits, splits, group=gloo)
         dist.all_to_all_single(got, x, out_splits, splits, async_op=True).wait()
         same(check, got, want, f"all_to_all_single {dtype}, uneven splits, async")
-        ins = [tensor(dtype, s * 2, rank * size + q, size * size) for q, s in enumerate(splits)]
-        wants = [torch.zeros(s * 2, dtype=dtype) for s in out_splits]
-        gots = [torch.zeros(s * 2, dtype=dtype) for s in out_splits]
-        dist.all_to_all(wants, ins, group=gloo)
+        # the list form: uneven, against the single form's rows (gloo's lists must be even)
+        ins = list(x.split(splits))
+        gots = [torch.zeros(s, 3, dtype=dtype) for s in out_splits]
         dist.all_to_all(gots, ins)
+        same(check, torch.cat(gots), want, f"all_to_all {dtype} (lists), uneven")
+        ins = [tensor(dtype, 5, rank * size + q, size * size) for q in range(size)]
+        wants = [torch.zeros(5, dtype=dtype) for _ in range(size)]
+        gots = [torch.zeros(5, dtype=dtype) for _ in range(size)]
+        dist.all_to_all(wants, ins, group=gloo)
+        dist.all_to_all(gots, ins, async_op=True).wait()
         for p in range(size):
-            same(check, gots[p], wants[p], f"all_to_all {dtype} (lists), from rank {p}")
+            same(check, gots[p], wants[p], f"all_to_all {dtype} (lists), async, from rank {p}")
 
 
 def check_p2p(check, rank, size, gloo):
