@@ -3,6 +3,9 @@ failed and were skipped on each, and the tests that pass on the first but not on
 with each one's outcome and first error line there.
 
     python tests/torch_suite/compare.py gloo-2.tsv dpcore-2.tsv [--markdown]
+
+A run may be several files joined by '+' (parts of one suite run separately: a later file's
+outcome of a test replaces an earlier one's).
 """
 import argparse
 from pathlib import Path
@@ -11,9 +14,10 @@ OUTCOMES = ("passed", "failed", "skipped")
 
 
 def read(path):
-    """{test: (outcome, reason)} from an outcome file; the `#` line is its header."""
+    """{test: (outcome, reason)} from an outcome file (or files joined by '+'); `#` lines are
+    headers."""
     rows = {}
-    for line in Path(path).read_text().splitlines():
+    for line in "\n".join(Path(p).read_text() for p in str(path).split("+")).splitlines():
         if line and not line.startswith("#"):
             name, outcome, reason = (line.split("\t") + ["", ""])[:3]
             rows[name] = (outcome, reason)
@@ -21,8 +25,12 @@ def read(path):
 
 
 def header(path):
-    first = Path(path).read_text().splitlines()[:1]
-    return first[0].lstrip("# ") if first and first[0].startswith("#") else ""
+    firsts = [Path(p).read_text().splitlines()[:1] for p in str(path).split("+")]
+    return "; ".join(f[0].lstrip("# ") for f in firsts if f and f[0].startswith("#"))
+
+
+def name(path):
+    return "+".join(Path(p).stem for p in str(path).split("+"))
 
 
 def counts(rows):
@@ -37,7 +45,7 @@ def lost(base, other):
 
 def table(paths, markdown):
     runs = [read(p) for p in paths]
-    names = [Path(p).stem for p in paths]
+    names = [name(p) for p in paths]
     lines = []
     if markdown:
         lines += ["| run | " + " | ".join(OUTCOMES) + " |", "| --- |" + " ---: |" * len(OUTCOMES)]
@@ -62,7 +70,7 @@ def main():
     parser.add_argument("--markdown", action="store_true", help="a Markdown table and list")
     args = parser.parse_args()
     for path in args.files:
-        print(f"{Path(path).stem}: {header(path)}")
+        print(f"{name(path)}: {header(path)}")
     print()
     print(table(args.files, args.markdown))
 

@@ -7,8 +7,8 @@ TEMP_DIR and collects this file with pytest; read its docstring first.
 BACKEND=gloo is torch's suite as torch runs it. BACKEND=dpcore runs the same tests on dpcore's
 backend (`import dpcore.torch` here, which the spawned ranks import too), with two changes, both
 made before torch's module defines its tests (its skip decorators read them then):
-- dpcore is a plugin backend with DDP and subgroups (DistTestCases.backend_feature), as
-  gloo is;
+- dpcore has every feature gloo has in DistTestCases.backend_feature ("gpu", "ddp",
+  "subgroup", ...: the suite runs many CPU tests under "gpu"), and is a plugin backend;
 - the tests torch gates to gloo by name (barrier timeouts, sparse all_reduce, the coalesced
   all_reduce, batch_isend_irecv on CPU, monitored_barrier, ...) run on dpcore too: dpcore's
   backend is meant to run on CPU whatever gloo runs. They are gated by the literal comparisons
@@ -36,8 +36,10 @@ GLOO_GATES = {
 def suite_opened_to_dpcore():
     """torch's suite module with GLOO_GATES applied, registered under its own name (so that
     what the spawned ranks unpickle from it resolves to this copy)."""
-    for feature in ("ddp", "subgroup", "plugin"):
-        DistTestCases.backend_feature[feature].add("dpcore")
+    for backends in DistTestCases.backend_feature.values():
+        if "gloo" in backends:
+            backends.add("dpcore")
+    DistTestCases.backend_feature["plugin"].add("dpcore")
     spec = importlib.util.find_spec(SUITE)
     source = open(spec.origin).read()
     for gate, opened in GLOO_GATES.items():
