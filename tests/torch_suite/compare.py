@@ -55,9 +55,9 @@ def table(paths, markdown):
         lines += [f"{'run':<16}" + "".join(f"{o:>9}" for o in OUTCOMES)]
         lines += [f"{n:<16}" + "".join(f"{counts(r)[o]:>9}" for o in OUTCOMES)
                   for n, r in zip(names, runs)]
-    for name, rows in zip(names[1:], runs[1:]):
+    for other, rows in zip(names[1:], runs[1:]):
         missing = lost(runs[0], rows)
-        lines += ["", f"passed on {names[0]}, not on {name}: {len(missing)}"]
+        lines += ["", f"passed on {names[0]}, not on {other}: {len(missing)}"]
         for test, (outcome, reason) in missing.items():
             lines.append(f"- `{test}`: {outcome}: {reason}" if markdown
                          else f"  {test:<60} {outcome:<8} {reason}")
