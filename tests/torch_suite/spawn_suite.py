@@ -11,8 +11,9 @@ made before torch's module defines its tests (its skip decorators read them then
   "subgroup", ...: the suite runs many CPU tests under "gpu"), and is a plugin backend;
 - the tests torch gates to gloo by name (barrier timeouts, sparse all_reduce, the coalesced
   all_reduce, batch_isend_irecv on CPU, monitored_barrier, ...) run on dpcore too: dpcore's
-  backend is meant to run on CPU whatever gloo runs. They are gated by the literal comparisons
-  GLOO_GATES replaces, in a copy of torch's source compiled under the module's own name.
+  backend is meant to run on CPU whatever gloo runs; and so do the CPU all_to_all tests torch
+  gates to MPI (gloo skips them). They are gated by the literal comparisons GATES replaces, in
+  a copy of torch's source compiled under the module's own name.
 """
 import importlib.util
 import os
@@ -26,15 +27,16 @@ BACKEND = os.environ["BACKEND"]
 GLOO_PEERS = ("gloo", "dpcore")
 # torch's text -> what it reads on dpcore; each must occur (a torch that words its gates
 # differently fails here, loudly, rather than skipping the tests quietly).
-GLOO_GATES = {
+GATES = {
     'BACKEND != "gloo"': f"BACKEND not in {GLOO_PEERS!r}",
     'BACKEND == "gloo"': f"BACKEND in {GLOO_PEERS!r}",
     'require_backend_is_available({"gloo"})': f"require_backend_is_available({set(GLOO_PEERS)!r})",
+    'BACKEND != "mpi", "Only MPI supports': 'BACKEND not in ("mpi", "dpcore"), "Only MPI supports',
 }
 
 
 def suite_opened_to_dpcore():
-    """torch's suite module with GLOO_GATES applied, registered under its own name (so that
+    """torch's suite module with GATES applied, registered under its own name (so that
     what the spawned ranks unpickle from it resolves to this copy)."""
     for backends in DistTestCases.backend_feature.values():
         if "gloo" in backends:
@@ -42,10 +44,10 @@ def suite_opened_to_dpcore():
     DistTestCases.backend_feature["plugin"].add("dpcore")
     spec = importlib.util.find_spec(SUITE)
     source = open(spec.origin).read()
-    for gate, opened in GLOO_GATES.items():
+    for gate, opened in GATES.items():
         if gate not in source:
             raise RuntimeError(f"torch {torch.__version__}'s {spec.origin} has no {gate!r}: "
-                               f"update GLOO_GATES in {__file__}")
+                               f"update GATES in {__file__}")
         source = source.replace(gate, opened)
     module = importlib.util.module_from_spec(spec)
     sys.modules[SUITE] = module
