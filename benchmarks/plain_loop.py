@@ -4,12 +4,14 @@
     mpiexec -n 2 python benchmarks/plain_loop.py all_reduce -b 8 -e 4K
     mpiexec -n 2 python benchmarks/plain_loop.py all_reduce -b 8 -e 8 --skew-us 40
     mpiexec -n 4 python benchmarks/plain_loop.py all_gather -b 64K -e 16M
+    mpiexec -n 2 python benchmarks/plain_loop.py reduce -b 8 -e 64M
 
 Per size: fresh buffers, 3 warm-up calls, then a loop of timed calls with time.perf_counter
 around it, as a user would write it: no settle calls for auto's tuner, no barrier between the
 warm-up and the loop. The slowest rank's time per call is reported (a collective ends with its
-last rank). MPI (mpi4py's Allreduce / Allgather) runs the same loop on the same buffers right
-after or before (the order alternates by run), so both meet the machine in the same state.
+last rank). MPI (mpi4py's Allreduce / Allgather / Reduce, to rank 0 as dpcore's) runs the same
+loop on the same buffers right after or before (the order alternates by run), so both meet the
+machine in the same state.
 
 Every run makes a new communicator, so auto starts from scratch in each, as in a new program;
 --runs R gives the medians of R runs and the range of their ratios (MPI's time / dpcore's).
@@ -22,7 +24,8 @@ which is what its waiting costs: rank 0 arrives first and waits for the late ran
 --alloc: dpcore's buffers come from comm.alloc, which every rank maps, so direct copies from
 the peers' with a plain (streaming) copy instead of the kernel's; MPI keeps ordinary buffers.
 
-Sizes are the whole buffer: all_reduce's input, all_gather's output (nccl-tests' size).
+Sizes are the whole buffer: all_reduce's and reduce's input, all_gather's output (nccl-tests'
+size).
 """
 import argparse
 import os
@@ -90,10 +93,15 @@ def calls(coll, comm, world, nbytes, in_place, alloc):
         """(send, recv) in this placement, each buffer made by ones(count)."""
         recv = ones(count)
         send = recv if in_place else ones(count)
-        return (send, recv) if coll == "all_reduce" else (send[start:stop], recv)
+        return (send[start:stop], recv) if coll == "all_gather" else (send, recv)
 
     send, recv = buffers(shared if alloc else lambda k: np.ones(k, np.float32))
     mpi_send, mpi_recv = buffers(lambda k: np.ones(k, np.float32)) if alloc else (send, recv)
+    if coll == "reduce":  # to rank 0: the others have no output
+        out, mpi_out = (recv, mpi_recv) if rank == 0 else (None, None)
+        mpi_send = MPI.IN_PLACE if in_place and rank == 0 else mpi_send
+        return {"dpcore": lambda: comm.reduce(send, out=out),
+                "MPI": lambda: world.Reduce(mpi_send, mpi_out, root=0)}
     mpi_send = MPI.IN_PLACE if in_place else mpi_send
     ours, theirs = ((comm.all_reduce, world.Allreduce) if coll == "all_reduce" else
                     (comm.all_gather, world.Allgather))
@@ -103,7 +111,7 @@ def calls(coll, comm, world, nbytes, in_place, alloc):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("collective", choices=("all_reduce", "all_gather"))
+    p.add_argument("collective", choices=("all_reduce", "all_gather", "reduce"))
     p.add_argument("-b", "--minbytes", type=parse_size, default=8)
     p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("4K"))
     p.add_argument("-f", "--stepfactor", type=int, default=4)

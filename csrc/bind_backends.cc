@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,12 +27,22 @@ using ShmBackend = Queued<Collectives<ShmTransport>>;
 using MpiBackend = Queued<Collectives<MpiTransport>>;
 using HierarchicalBackend = Queued<Hierarchical>;
 
+// out: None where the rank has no output (reduce off the root): nullptr. splits: all_to_all's
+// n x n matrix (the address of the caller's uint64 array), or 0.
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
-              const py::array& out, size_t count, size_t total) {
+              const std::optional<py::array>& out, size_t count, size_t total, uintptr_t splits) {
   // writability was checked in Python
-  return taskOf(coll, dtype, op, root, algo, in.data(), const_cast<void*>(out.data()), count,
-                total);
+  Task t = taskOf(coll, dtype, op, root, algo, in.data(),
+                  out ? const_cast<void*>(out->data()) : nullptr, count, total);
+  t.splits = reinterpret_cast<const uint64_t*>(splits);
+  return t;
 }
+
+// The arguments of run and submit: splits is all_to_all's alone.
+#define DP_CALL_ARGS                                                                        \
+  py::arg("coll"), py::arg("dtype"), py::arg("op"), py::arg("root"), py::arg("algo"),       \
+      py::arg("in_array"), py::arg("out_array"), py::arg("count"), py::arg("total"),        \
+      py::arg("splits") = 0
 
 // (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/setup/mpi_endpoint.py
 MpiEndpoint endpoint(py::tuple t) {
@@ -79,6 +90,9 @@ class SharedBuffer {
 
 }  // namespace
 
+// The endpoint tuple as bind_p2p.cc takes it too (MPI point-to-point).
+MpiEndpoint mpiEndpointOf(py::tuple t) { return endpoint(t); }
+
 void bindBackends(py::module_& m) {
   py::class_<Job, std::shared_ptr<Job>>(m, "Job")
       .def("done", &Job::done)
@@ -97,15 +111,18 @@ void bindBackends(py::module_& m) {
   // arrays; the caller keeps them alive until the collective is done.
   py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
       .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
-                     py::array out, size_t count, size_t total) {
-            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total);
+                     std::optional<py::array> out, size_t count, size_t total,
+                     uintptr_t splits) {
+            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total, splits);
             py::gil_scoped_release release;
             b.run(t);
-          })
+          }, DP_CALL_ARGS)
       .def("submit", [](Backend& b, int coll, int dtype, int op, int root, int algo,
-                        py::array in, py::array out, size_t count, size_t total) {
-            return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total));
-          })
+                        py::array in, std::optional<py::array> out, size_t count, size_t total,
+                        uintptr_t splits) {
+            return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total,
+                                     splits));
+          }, DP_CALL_ARGS)
       .def("exchange_counts", [](Backend& b, int dtype, size_t mine) {
             return b.exchangeCounts(static_cast<DType>(dtype), mine);
           }, py::call_guard<py::gil_scoped_release>())

@@ -38,16 +38,24 @@ std::unique_ptr<Device> deviceFor(bool emulated, int index) {
 // On the caller's thread, when the call is made: the caller's stream as it stands now. A call
 // inside a CUDA graph's capture is refused here, before the peers hear of it.
 Task deviceTask(DeviceBackend& b, int coll, int dtype, int op, int root, int algo, uintptr_t in,
-                uintptr_t out, size_t count, size_t total, uintptr_t stream) {
+                uintptr_t out, size_t count, size_t total, uintptr_t stream, uintptr_t splits) {
   if (b.engine().transport().device().capturing(stream)) {
     throw std::invalid_argument("dpcore: the caller's stream is capturing a CUDA graph, and "
                                 "dpcore's collectives cannot be captured yet: call it outside "
                                 "the capture");
   }
-  return taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
-                reinterpret_cast<void*>(out), count, total,
-                b.engine().transport().device().mark(stream));
+  Task t = taskOf(coll, dtype, op, root, algo, reinterpret_cast<const void*>(in),
+                  reinterpret_cast<void*>(out), count, total,
+                  b.engine().transport().device().mark(stream));
+  t.splits = reinterpret_cast<const uint64_t*>(splits);  // all_to_all's matrix (host memory)
+  return t;
 }
+
+// The arguments of run_device and submit_device: splits is all_to_all's alone.
+#define DP_DEVICE_ARGS                                                                      \
+  py::arg("coll"), py::arg("dtype"), py::arg("op"), py::arg("root"), py::arg("algo"),       \
+      py::arg("in_ptr"), py::arg("out_ptr"), py::arg("count"), py::arg("total"),            \
+      py::arg("stream"), py::arg("splits") = 0
 
 IpcHandle handleOf(const py::bytes& b) {
   const std::string s = b;
@@ -122,15 +130,16 @@ void bindDevice(py::module_& m) {
       // queued (submit_device) like the CPU backends' calls.
       .def("run_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                             uintptr_t in, uintptr_t out, size_t count, size_t total,
-                            uintptr_t stream) {
-            b.run(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total, stream));
-          }, py::call_guard<py::gil_scoped_release>())
+                            uintptr_t stream, uintptr_t splits) {
+            b.run(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total, stream,
+                             splits));
+          }, DP_DEVICE_ARGS, py::call_guard<py::gil_scoped_release>())
       .def("submit_device", [](DeviceBackend& b, int coll, int dtype, int op, int root, int algo,
                                uintptr_t in, uintptr_t out, size_t count, size_t total,
-                               uintptr_t stream) {
+                               uintptr_t stream, uintptr_t splits) {
             return b.submit(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total,
-                                       stream));
-          });
+                                       stream, splits));
+          }, DP_DEVICE_ARGS);
   // dpcore.emulated's arrays: a host-to-device copy queued on the caller's stream (it lands
   // late, as cudaMemcpyAsync's), and the host's wait for a stream (cudaStreamSynchronize)
   m.def("emulated_copy", [](uintptr_t stream, uintptr_t dst, const py::bytes& src) {

@@ -29,6 +29,7 @@ namespace py = pybind11;
 namespace dpcore {
 void bindBackends(py::module_& m);
 void bindDevice(py::module_& m);
+void bindP2p(py::module_& m);
 }  // namespace dpcore
 
 using namespace dpcore;
@@ -82,6 +83,7 @@ VerbList ringTrace(const std::string& coll, size_t count, int rank, int n, size_
     if (coll == row.name && row.output != Output::kNone) info = &row;  // not barrier
   }
   if (!info) throw std::invalid_argument("unknown collective " + coll);
+  if (!info->ring.runs) throw std::invalid_argument("the ring does not run " + coll);
   call.task.coll = info->coll;
   if (info->output == Output::kSumOfShards) {  // all_gather: the shards make the output
     if (counts.size() != static_cast<size_t>(n)) {
@@ -134,6 +136,7 @@ PYBIND11_MODULE(_C, m) {
 
   bindBackends(m);
   bindDevice(m);
+  bindP2p(m);
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {

@@ -5,6 +5,7 @@ model load on first use."""
 from . import _C
 from ._lazy import exports
 from .comm import Communicator, Work, init
+from .comm.p2p import P2POp
 from .sharding import shard_range
 
 __version__ = "0.1.0"
@@ -25,5 +26,5 @@ def build_info():
     return info
 
 
-__all__ = ["CommError", "Communicator", "Tensor", "Work", "build_info", "init", "nn", "no_grad",
-           "optim", "parallel", "shard_range"]
+__all__ = ["CommError", "Communicator", "P2POp", "Tensor", "Work", "build_info", "init", "nn",
+           "no_grad", "optim", "parallel", "shard_range"]

@@ -164,13 +164,15 @@ def setting(field, environ=None):
 BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
 # read by the CUDA emulation itself, where its streams are made (csrc/cuda/emulated_stream.h)
 EMULATION_VARIABLES = ("DPCORE_EMULATION_SEED", "DPCORE_EMULATION_DELAY_US")
+# read where the point-to-point engine is made, for the tests (dpcore/setup/p2p_channel.py)
+P2P_VARIABLES = ("DPCORE_P2P_READ_PEERS",)
 _warned = set()
 
 
 def known_variables():
     """Every DPCORE_* variable dpcore reads."""
     return (tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
-            + EMULATION_VARIABLES)
+            + EMULATION_VARIABLES + P2P_VARIABLES)
 
 
 def described(environ=None):

@@ -13,7 +13,9 @@ comm = dpcore.init()
 x, y, b = np.ones(2, np.float32), np.empty(2, np.float32), np.ones(2, np.float32)
 calls = {"all_reduce(x, out=y)": lambda: comm.all_reduce(x, out=y),
          "all_reduce(x)": lambda: comm.all_reduce(x),
-         "broadcast(b)": lambda: comm.broadcast(b)}
+         "broadcast(b)": lambda: comm.broadcast(b),
+         "reduce(x, out=y)": lambda: comm.reduce(x, out=y),
+         "reduce(x)": lambda: comm.reduce(x)}
 for name, call in calls.items():
     call()  # the first call of a (dtype, op) fills the lookups
     made = []
@@ -29,7 +31,8 @@ comm.close()
 # lookup, _launch, the owner thread's check, the backend's run; broadcast: the same but
 # fits_out. Before the call path was one for host and device: 8, 11 and 7. Raise one only for a
 # reason.
-MOST = {"all_reduce(x, out=y)": 8, "all_reduce(x)": 9, "broadcast(b)": 7}
+MOST = {"all_reduce(x, out=y)": 8, "all_reduce(x)": 9, "broadcast(b)": 7,
+        "reduce(x, out=y)": 8, "reduce(x)": 9}  # as all_reduce
 
 
 def test_a_small_call_makes_few_python_calls():

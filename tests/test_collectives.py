@@ -19,7 +19,8 @@ def matrix_args(config):
 @pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
 def test_all_reduce_and_reduce_scatter(config):
     """Every dtype x op x algorithm, counts 0, 1, primes, uneven and several ring segments long;
-    in place, N-D input, and all_gather(reduce_scatter(x)) == all_reduce(x).ravel()."""
+    in place, N-D input, and all_gather(reduce_scatter(x)) == all_reduce(x).ravel(); reduce to
+    every root too."""
     run_ok("reductions.py", config.ranks, *matrix_args(config), env=config.env)
 
 
@@ -27,6 +28,13 @@ def test_all_reduce_and_reduce_scatter(config):
 def test_all_gather_broadcast_and_barrier(config):
     """Uneven and empty shards with and without out=, in place; broadcast from every root."""
     run_ok("gather_broadcast.py", config.ranks, *matrix_args(config), env=config.env)
+
+
+@pytest.mark.parametrize("config", CONFIGS.values(), ids=CONFIGS)
+def test_gather_scatter_and_all_to_all(config):
+    """Every root and algorithm, uneven and empty shards and splits, out= or not, gather in
+    place, learned out_splits, async, N-D input."""
+    run_ok("exchange.py", config.ranks, *matrix_args(config), env=config.env)
 
 
 TINY = {k: c for k, c in EACH_PATH.items() if k in ("shm-2", "shm-3", "mpi-3")}

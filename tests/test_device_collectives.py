@@ -38,6 +38,13 @@ def test_direct_on_buffers_every_peer_maps(n):
     run_ok("device_direct.py", n, env=EMULATED, timeout=300)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_gather_scatter_and_all_to_all_on_device_arrays(n):
+    """one_shot and auto on ordinary device buffers, direct and auto on comm.alloc ones; past
+    one_shot on ordinary buffers, a ValueError that says to use comm.alloc."""
+    run_ok("device_exchange.py", n, env=EMULATED, timeout=300)
+
+
 def test_bad_input_is_refused_on_the_rank_that_made_it():
     run_ok("device_bad_input.py", 2, env=EMULATED)
 

@@ -34,7 +34,8 @@ def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
         assert reported.pop("timeout") == set(range(1, n)), output  # rank 0 never came
         assert set(reported) == {"collective", "count", "dtype", "op", "root", "algo",
                                  "ring count", "reduce_scatter op", "reduce_scatter dtype",
-                                 "async count"}, output
+                                 "async count", "reduce root", "reduce op", "gather root",
+                                 "scatter root", "all_to_all splits"}, output
         for kind, ranks in reported.items():
             assert ranks == set(range(n)), (kind, output)
 
@@ -60,6 +61,28 @@ def test_killed_rank_is_reported_to_the_survivors(n, when):
         assert f"rank {victim} (pid {pids[victim]}) died" in message, message
     again = rank_lines(output, "again")
     assert set(again) == set(range(n - 1)), f"a broken communicator accepted work:\n{output}"
+
+
+@pytest.mark.parametrize("when", ["between", "during"])
+@pytest.mark.parametrize("coll", ["gather", "scatter", "all_to_all"])
+def test_killed_rank_in_an_exchange_is_reported_to_the_survivors(coll, when):
+    """The same for gather, scatter and all_to_all (direct: the survivors read the dead rank's
+    memory, or wait for it at the end). gather learns the shard sizes first, in an all_gather
+    of headers, which may be where the survivors hear of it."""
+    _, output = run_script("die.py", 3, when, coll, timeout=60, check=False,
+                           mpiexec_args=["-disable-auto-cleanup"],
+                           wrapper=[sys.executable, str(SCRIPTS / "as_child.py")])
+    remove_mpi_shm_leftovers(output)
+    pids = {r: int(p) for r, p in rank_lines(output, "pid").items()}
+    errors = rank_lines(output, "error")
+    assert set(errors) == {0, 1}, f"not every survivor reported; output:\n{output}"
+    names = f"({coll}|all_gather)" if coll == "gather" else coll
+    for r, line in errors.items():
+        seconds, message = line.split(" | ", 1)
+        assert float(seconds) < 15, f"rank {r} took {seconds} s to notice:\n{output}"
+        assert re.match(rf"dpcore {names} #\d+ on rank {r}: ", message), message
+        assert f"rank 2 (pid {pids[2]}) died" in message, message
+    assert set(rank_lines(output, "again")) == {0, 1}, output
 
 
 @pytest.mark.parametrize("n, how", [(2, "init"), (3, "env")])

@@ -144,13 +144,13 @@ def settings(config, timeout):
 
 # -- a peer dies while the others are in an all_reduce, over MPI -----------------------------
 
-def survivors_name_rank_1(config, fault, when, tmp_path):
+def survivors_name_rank_1(config, fault, when, tmp_path, coll="all_reduce"):
     """peer_dies.py: every survivor's CommError names rank 1 within BOUND s, and nothing of the
     job stays in /dev/shm."""
-    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path,
+    output, leftovers = launch("peer_dies.py", config.ranks, fault, when, tmp_path, coll,
                                env=settings(config, 60))
     survivors = [r for r in range(config.ranks) if r != 1]
-    problems = check_survivors(output, survivors, 1, BOUND)
+    problems = check_survivors(output, survivors, 1, BOUND, coll=coll)
     if leftovers:
         problems.append(f"left in /dev/shm: {leftovers}")
     assert not problems, "\n".join(problems) + f"\noutput:\n{output}"
@@ -170,6 +170,18 @@ def test_dead_peer_over_mpi_is_named_within_seconds(config, fault, when, tmp_pat
     CommError 'dpcore all_reduce #N on rank R: ...' naming rank 1 (and no other rank) within 5 s
     of the death: MPICH never reports a dead process, so dpcore must notice it itself."""
     survivors_name_rank_1(config, fault, when, tmp_path)
+
+
+REDUCE_DEATHS = {k: c for k, c in {**SHM, **OVER_MPI}.items()
+                 if k in ("shm-3", "mpi-3", "nodes-of-2-x2")}
+
+
+@pytest.mark.parametrize("when", ["waiting", "during"])
+@pytest.mark.parametrize("config", REDUCE_DEATHS.values(), ids=REDUCE_DEATHS)
+def test_dead_peer_in_a_reduce_is_named_within_seconds(config, when, tmp_path):
+    """The same, with the others in ring reduces to rank 0 (rank 1 is mid-chain, on 3 ranks
+    between root 0 and rank 2): a CommError 'dpcore reduce #N on rank R: ...' naming rank 1."""
+    survivors_name_rank_1(config, "kill", when, tmp_path, coll="reduce")
 
 
 # -- a peer dies while the others are in an all_reduce on CUDA arrays ------------------------

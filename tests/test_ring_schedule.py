@@ -181,6 +181,25 @@ def test_broadcast_from_every_root(n, count, segment_count):
                 assert (rank.writes == 1).all()
 
 
+@pytest.mark.parametrize("segment_count", SEGMENT_COUNTS)
+@pytest.mark.parametrize("count", COUNTS)
+@pytest.mark.parametrize("n", SIZES)
+def test_reduce_to_every_root_in_direct_order(n, count, segment_count):
+    # the chain root+1 -> ... -> root: its first rank only sends, the root only keeps, and the
+    # FIFOs r -> r+1 then fix the order of operations as direct's (algo/direct.h)
+    for root in range(n):
+        t = traces("reduce", count, n, segment_count, root=root)
+        for r, trace in enumerate(t):
+            verb = ("recvReduceCopy" if r == root else "send" if r == (root + 1) % n
+                    else "recvReduceSend")
+            assert all(v == verb for v, _, _ in trace), (root, r, trace)
+        ranks = [Rank(unit_vectors(r, n), np.full((count, n), -1)) for r in range(n)]
+        replay(t, ranks, segment_count, seed=root)
+        assert (ranks[root].out == 1).all(), f"root {root}: not every rank's data once"
+        assert (ranks[root].writes == 1).all()
+        assert all((rank.writes == 0).all() for r, rank in enumerate(ranks) if r != root)
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_all_reduce_sends_2_n_minus_1_over_n_of_the_data(n):
     """Bandwidth optimal: rank r sends every chunk but its own (reduce-scatter steps) and every

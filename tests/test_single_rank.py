@@ -1,4 +1,5 @@
-"""Without mpiexec, and the small pure-Python pieces: build_info() and shard_range()."""
+"""Without mpiexec, and the small pure-Python pieces: build_info(), shard_range() and the
+algorithms the table lets a call ask for."""
 import os
 
 import numpy as np
@@ -22,6 +23,9 @@ with dpcore.init() as comm:
         assert np.array_equal(comm.all_gather(x[:3], algo=algo), x[:3])
         y = x.copy()
         assert comm.broadcast(y, algo=algo) is y and np.array_equal(y, x)
+        assert np.array_equal(comm.reduce(x, algo=algo), x)
+        y = x.copy()
+        assert comm.reduce(y, out=y, algo=algo) is y and np.array_equal(y, x)
     y = x.copy()
     assert comm.all_reduce(y, out=y) is y and np.array_equal(y, x)
     assert np.array_equal(comm.all_reduce(x, async_op=True).wait(), x)
@@ -36,6 +40,16 @@ def test_one_rank_without_mpiexec():
                     if k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPI_LOCALNRANKS", "OMPI_"))}
     _, output = run_python(["-c", SINGLE_RANK_PROGRAM], env=launcher_env)
     assert "single rank ok" in output
+
+
+def test_an_algorithm_that_does_not_run_the_collective_is_refused_by_the_table():
+    from dpcore.collectives import TABLE
+    from dpcore.comm.choice import choose
+
+    for coll, row in TABLE.items():
+        for algo in {"ring", "one_shot", "direct"} - set(row.algorithms):
+            with pytest.raises(ValueError, match=f"algo '{algo}' does not run {coll}; it runs"):
+                choose(algo, coll, 8, None)
 
 
 def test_build_info():

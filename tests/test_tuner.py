@@ -6,7 +6,7 @@ is measured."""
 import itertools
 
 from dpcore import _C
-from dpcore.dtypes import ALL_GATHER, ALL_REDUCE
+from dpcore.dtypes import ALL_GATHER, ALL_REDUCE, REDUCE
 
 MiB = 1 << 20
 RUN = 5  # a run of an arm: the switch's call (not counted), then a window of 4
@@ -44,6 +44,8 @@ def test_a_new_class_starts_on_the_fixed_choice_then_tries_the_other_once():
     assert big.run(RUN + 1, nbytes=_C.FIXED_DIRECT_MIN) == ["direct"] * RUN + ["ring"]
     shared = Machine(ring=1.0, direct=1.2)  # and for all_gather on comm.alloc buffers
     assert shared.run(RUN, ALL_GATHER, shared=True) == ["direct"] * RUN
+    reduce = Machine(ring=1.0, direct=1.2)  # but reduce starts on the ring at any size
+    assert reduce.run(RUN, REDUCE, nbytes=_C.FIXED_DIRECT_MIN) == ["ring"] * RUN
 
 
 def test_a_clearly_faster_challenger_takes_over_after_a_confirmation():

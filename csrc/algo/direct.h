@@ -9,6 +9,7 @@
 //   peers' outputs. In place is safe: a rank overwrites another rank's chunk of its own buffer
 //   only then, after every rank has finished reading inputs.
 //   Bytes read per rank: (n-1)/n * S (all_reduce: 2(n-1)/n * S), each in one copy.
+//   reduce: the root reduces the whole buffer, reading all of every peer's input: (n-1) S.
 //
 // PeerMemory, the memory interface it needs:
 //   readInput(peer, offset, dst, bytes, stream)    bytes of a peer's input (broadcast: buffer)
@@ -36,15 +37,15 @@ enum class DirectStage { kReduced, kDone };
 // The reduction moves a cache-sized piece at a time, so that partial sums stay in cache.
 constexpr size_t kDirectPieceBytes = 128 << 10;
 
-// This rank's chunk of the reduction, written to dst, in the ring's order: the ring starts chunk
-// r at rank r+1 and each rank after it applies op(partial, its input), so here the partial
-// starts as rank r+1's input, takes every later peer's in ring order and ends with our own. Ring
-// and direct therefore give the same bits, and auto may pick either. Only the last operation
-// writes dst, after the peers have been read (dst may be our input).
+// Elements `chunk` of the reduction, written to dst, in the ring's order for a chunk that ends
+// its reduction at this rank: the ring starts chunk r at rank r+1 (reduce: the chain to root r)
+// and each rank after it applies op(partial, its input), so here the partial starts as rank
+// r+1's input, takes every later peer's in ring order and ends with our own. Ring and direct
+// therefore give the same bits, and auto may pick either. Only the last operation writes dst,
+// after the peers have been read (dst may be our input).
 template <class Peers>
-void reduceOwnChunk(Peers& peers, const Task& task, int rank, int n, char* dst) {
+void reduceInRingOrder(Peers& peers, const Task& task, int rank, int n, Range chunk, char* dst) {
   const size_t elem = dtypeSize(task.dtype);
-  const Range chunk = shardRange(task.count, n, rank);
   auto in = static_cast<const char*>(task.in);
   if constexpr (Peers::kMapped) {  // every peer's input is addressable here: one pass
     const size_t at = chunk.start * elem;
@@ -91,10 +92,11 @@ void direct(Peers& peers, const Task& task, int rank, int n, const size_t* offse
       if (rank != task.root) peers.readInput(task.root, 0, out, task.count * elem, stream);
       break;
     case Coll::kReduceScatter:
-      reduceOwnChunk(peers, task, rank, n, out);
+      reduceInRingOrder(peers, task, rank, n, shardRange(task.count, n, rank), out);
       break;
-    case Coll::kAllReduce:
-      reduceOwnChunk(peers, task, rank, n, out + shardRange(task.count, n, rank).start * elem);
+    case Coll::kAllReduce: {
+      const Range mine = shardRange(task.count, n, rank);
+      reduceInRingOrder(peers, task, rank, n, mine, out + mine.start * elem);
       peers.signal(DirectStage::kReduced);
       peers.waitAll(DirectStage::kReduced);
       for (int k = 1; k < n; ++k) {
@@ -103,8 +105,12 @@ void direct(Peers& peers, const Task& task, int rank, int n, const size_t* offse
         peers.readOutput(peer, c.start * elem, out + c.start * elem, c.size() * elem, stream);
       }
       break;
+    }
+    case Coll::kReduce:
+      if (rank == task.root) reduceInRingOrder(peers, task, rank, n, Range{0, task.count}, out);
+      break;
     case Coll::kBarrier:
-    case Coll::kReduce: case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
+    case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
       break;
   }
   peers.signal(DirectStage::kDone);

@@ -4,6 +4,7 @@
 //
 //   all_reduce: reduce the n payloads.      reduce_scatter: chunk r of each payload.
 //   all_gather: every rank's shard.         broadcast: the root's payload (the only one).
+//   reduce: the root reduces the n payloads; only it reads them (readsPayloads).
 //   One step: one latency, where the ring takes 2(n-1), but every rank reads n-1 payloads.
 //
 // Payloads, the memory interface it needs:
@@ -51,8 +52,14 @@ void oneShot(Payloads& peers, const Task& task, int rank, int n, const size_t* o
         peers.copy(out, peers.payload(task.root), task.count * elem);
       }
       break;
+    case Coll::kReduce:
+      if (rank != task.root) break;
+      for (int r = 0; r < n; ++r) inputs[r] = peers.payload(r);
+      peers.reduceMany(task.dtype, task.op, inputs.data(), n, out, task.count,
+                       avgDivisor(task, n));
+      break;
     case Coll::kBarrier:
-    case Coll::kReduce: case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
+    case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
       break;
   }
 }
@@ -60,6 +67,12 @@ void oneShot(Payloads& peers, const Task& task, int rank, int n, const size_t* o
 // Whether rank r publishes a payload for this call: everyone but a broadcast's receivers.
 inline bool publishesPayload(const Task& task, int r) {
   return task.coll != Coll::kBarrier && (task.coll != Coll::kBroadcast || task.root == r);
+}
+
+// Whether rank r reads the payloads: every rank but a reduce's non-roots (a transport that sends
+// payloads, as MPI's, sends them only there).
+inline bool readsPayloads(const Task& task, int r) {
+  return task.coll != Coll::kReduce || task.root == r;
 }
 
 }  // namespace dpcore

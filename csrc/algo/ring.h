@@ -17,6 +17,7 @@
 //   (the first of them fused with the last reduction); each rank sends 2(n-1)/n * S.
 //   reduce-scatter: n-1 steps, (n-1)/n * S.  all-gather: n-1 steps, (n-1)/n * S (S = output).
 //   broadcast: a pipelined chain from the root, S per link.
+//   reduce: a pipelined chain to the root, S per link, reduced at every hop but the first.
 //
 // Pointers are bytes (elemSize per element); in == out is in place. Host and device code alike:
 // no allocation, no standard library on these paths.
@@ -118,6 +119,25 @@ DP_HOST_DEVICE void ringBroadcast(Prims& p, char* buf, size_t count, size_t elem
   }
 }
 
+// A chain root+1 -> ... -> root-1 -> root, pipelined by segments: the chain's first rank sends
+// its input, every later one applies op(partial, its input) and passes the partial on, and the
+// root keeps op(partial, its input) in out. That is reduceInRingOrder's order for rank = root
+// (algo/direct.h), so ring and direct give the same bits. out is the root's alone (nullptr
+// elsewhere); out == in is in place, as each element is read before it is written.
+template <class Prims>
+DP_HOST_DEVICE void ringReduce(Prims& p, const char* in, char* out, size_t count,
+                               size_t elemSize, int rank, int n, int root, size_t segmentCount) {
+  const int position = ringMod(static_cast<long long>(rank) - root - 1, n);  // root: n - 1
+  const size_t rounds = numSegments(count, segmentCount);
+  for (size_t round = 0; round < rounds; ++round) {
+    Range s = shardRange(count, static_cast<int>(rounds), static_cast<int>(round));
+    const size_t at = s.start * elemSize;
+    if (position == 0) p.send(in + at, s.size());
+    else if (position == n - 1) p.recvReduceCopy(in + at, out + at, s.size());
+    else p.recvReduceSend(in + at, s.size());
+  }
+}
+
 // One ring collective as a rank runs it: the task, where the rank sits, the all-gather's shards
 // (offsets[c] .. offsets[c + 1] of the output) and the elements of a segment.
 struct RingCall {
@@ -144,17 +164,20 @@ DP_HOST_DEVICE void ringCollective(Prims& p, const RingCall& call) {
       return ringAllGather(p, in, out, call.offsets, elem, rank, n, call.segmentCount);
     case Coll::kBroadcast:
       return ringBroadcast(p, out, task.count, elem, rank, n, task.root, call.segmentCount);
+    case Coll::kReduce:
+      return ringReduce(p, in, out, task.count, elem, rank, n, task.root, call.segmentCount);
     case Coll::kBarrier:
-    case Coll::kReduce: case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
+    case Coll::kGather: case Coll::kScatter: case Coll::kAllToAll:  // issue 24: on their way
       return;
   }
 }
 
 // Verbs per round, for the trace's step labels: the 2(n-1) hops of an all-reduce take 2n-1
 // verbs (the first only sends, the last only receives), reduce-scatter and all-gather n, a
-// broadcast chain 1.
+// chain (broadcast, reduce) 1.
 DP_HOST_DEVICE inline int ringVerbsPerRound(Coll coll, int n) {
-  return coll == Coll::kAllReduce ? 2 * n - 1 : coll == Coll::kBroadcast ? 1 : n;
+  if (coll == Coll::kBroadcast || coll == Coll::kReduce) return 1;
+  return coll == Coll::kAllReduce ? 2 * n - 1 : n;
 }
 
 }  // namespace dpcore

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "algo/exchange.h"
 #include "dpcore/coll_table.h"
 
 namespace dpcore {
@@ -41,15 +42,18 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
   h.inAt = kNotInOutput;
   const size_t elem = dtypeSize(task.dtype);
   auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
-  if (task.coll == Coll::kAllGather && task.count && in >= out && in < out + task.total * elem) {
+  const bool gathers = task.coll == Coll::kAllGather || task.coll == Coll::kGather;
+  if (gathers && task.count && in >= out && in < out + task.total * elem) {
     h.inAt = (in - out) / elem;  // dpcore/comm/ let it in only whole and on an element
   }
   return h;
 }
 
-// all_gather's shards and outputs may differ by rank; misfit checks that they fit together.
+// Shards and outputs may differ by rank where shards do (all_gather, gather, scatter,
+// all_to_all); misfit and exchangeMisfit check that they fit together.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank) {
-  const bool gather = mine.coll == static_cast<int32_t>(Coll::kAllGather);
+  const Coll coll = static_cast<Coll>(mine.coll);
+  const bool gather = coll == Coll::kAllGather || isExchange(coll);
   for (size_t r = 0; r < headers.size(); ++r) {
     const CollHeader& h = headers[r];
     bool same = h.seq == mine.seq && h.coll == mine.coll && h.dtype == mine.dtype &&
@@ -88,6 +92,50 @@ std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& cul
     if (wrong.empty()) continue;
     culprits.push_back(static_cast<int>(r));
     why += (why.empty() ? "" : "; ") + wrong;
+  }
+  if (why.empty()) return "";
+  return "refused: " + why + " (nothing was sent; the communicator stays usable)";
+}
+
+std::string exchangeMisfit(const Task& task, const std::vector<CollHeader>& headers,
+                           std::vector<int>& culprits) {
+  const int n = static_cast<int>(headers.size());
+  std::string why;
+  auto wrong = [&](int r, const std::string& what) {
+    culprits.push_back(r);
+    why += (why.empty() ? "rank " : "; rank ") + std::to_string(r) + what;
+  };
+  if (task.coll == Coll::kAllToAll) {
+    // With splits, dpcore/comm/ has checked that they agree, and an out learned from them must
+    // hold what comes; without, count / n goes each way, so every count must be rank 0's.
+    for (int q = 0; q < n; ++q) {
+      uint64_t takes = task.splits ? 0 : headers[0].count;
+      for (int p = 0; task.splits && p < n; ++p) takes += task.splits[p * n + q];
+      const bool fits = headers[q].total == takes && (task.splits || headers[q].count == takes);
+      if (!fits) {
+        wrong(q, " sends " + std::to_string(headers[q].count) + " elements and its out holds " +
+                     std::to_string(headers[q].total) + ", but it takes " +
+                     std::to_string(takes) + (task.splits ? "" : " (rank 0's count)"));
+      }
+    }
+  } else {  // the root's buffer holds every rank's shard: gather's out, scatter's x
+    const bool gather = task.coll == Coll::kGather;
+    uint64_t shards = 0, place = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r == task.root) place = shards;
+      shards += gather ? headers[r].count : headers[r].total;
+    }
+    const CollHeader& h = headers[task.root];
+    const uint64_t holds = gather ? h.total : h.count;
+    if (holds != shards) {
+      wrong(task.root, " (the root)'s " + std::string(gather ? "out" : "x") + " holds " +
+                           std::to_string(holds) + " elements, but the shards add up to " +
+                           std::to_string(shards));
+    } else if (gather && h.inAt != kNotInOutput && h.inAt != place) {
+      wrong(task.root, " (the root)'s shard lies at element " + std::to_string(h.inAt) +
+                           " of its out, but its place there is element " +
+                           std::to_string(place));
+    }
   }
   if (why.empty()) return "";
   return "refused: " + why + " (nothing was sent; the communicator stays usable)";

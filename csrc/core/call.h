@@ -26,6 +26,11 @@ std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& m
 // if none, else why, with the ranks at fault added to `culprits`. Every rank finds the same, so
 // all refuse the call before any data moves (InvalidCall, Refused) and none breaks.
 std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& culprits);
+// The same for gather, scatter and all_to_all: the root's buffer holds the sum of the shards (in
+// place, gather's root's shard at its place); all_to_all without splits sends count / n each
+// way, so every rank's count must be rank 0's.
+std::string exchangeMisfit(const Task& task, const std::vector<CollHeader>& headers,
+                           std::vector<int>& culprits);
 
 // Once a call has failed, peers may be anywhere in its schedule, so no later call could match:
 // a communicator refuses every one at once.

@@ -16,9 +16,11 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algo/direct.h"
+#include "algo/exchange.h"
 #include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "core/call.h"
@@ -92,7 +94,7 @@ class Collectives {
  private:
   std::vector<CollHeader> call(const Task& task, bool moveData) {
     broken_.check();
-    transport_.validate(task);  // bad input: refused before anything is sent
+    transport_.validate(exchangeTask(task));  // bad input: refused before anything is sent
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
     call_ = CallContext{collName(task.coll), seq_, transport_.name(transport_.rank()), timeout_,
@@ -122,25 +124,30 @@ class Collectives {
     mine.setMeta(meta);
     // kAuto: rank 0 picks, and its header carries the pick, so every rank runs the same
     // algorithm whatever buffers it passed.
-    const bool timed = task.algo == Algo::kAuto && tune_;
+    const bool timed = task.algo == Algo::kAuto && tune_ && !isExchange(task.coll);
     const BufferKind kind{transport_.sharedInput(meta), inPlace(task)};
-    if (task.algo == Algo::kAuto) {
+    const Task sent = exchangeTask(task);
+    if (sent.algo != task.algo) {
+      mine.chosen = static_cast<int32_t>(sent.algo);  // this rank's own, as its peers see it
+    } else if (task.algo == Algo::kAuto) {
       const bool direct = rank == 0 && (timed ? tuner_.pickDirect(task.coll, bytes, kind)
                                                : Tuner::fixedPick(task.coll, bytes, kind));
       mine.chosen = static_cast<int32_t>(direct ? Algo::kDirect : Algo::kRing);
     }
-    std::vector<CollHeader> headers = transport_.exchange(task, mine);
+    std::vector<CollHeader> headers = transport_.exchange(sent, mine);
     const std::string wrong = mismatch(headers, mine, rank);
     if (!wrong.empty()) call_.fail(wrong);
     std::vector<int> culprits;
-    const std::string refused = misfit(headers, culprits);
+    const std::string refused = isExchange(task.coll) ? exchangeMisfit(task, headers, culprits)
+                                                      : misfit(headers, culprits);
     if (!refused.empty()) {
       if (std::find(culprits.begin(), culprits.end(), rank) != culprits.end()) {
         throw InvalidCall(call_.message(refused));
       }
       throw Refused(call_.message(refused));
     }
-    const Algo algo = static_cast<Algo>(headers[0].chosen);
+    const Algo algo = isExchange(task.coll) ? exchangeAlgo(headers)
+                                            : static_cast<Algo>(headers[0].chosen);
     if (task.coll == Coll::kBarrier || algo == Algo::kCountsOnly) return headers;
     ++algoCalls_[static_cast<int>(algo)];
     if (!moveData) return headers;
@@ -153,6 +160,8 @@ class Collectives {
       if (task.coll != Coll::kBroadcast && task.in != task.out && task.count) {
         transport_.copyAlone(task.out, task.in, task.count * dtypeSize(task.dtype));
       }
+    } else if (isExchange(task.coll)) {
+      runExchange(task, headers);
     } else if (algo == Algo::kRing) {
       const RingCall ring{task, rank, n, offsets_.data(),
                           transport_.segmentBytes() / dtypeSize(task.dtype)};
@@ -173,6 +182,43 @@ class Collectives {
       tuner_.record(task.coll, bytes, kind, algo == Algo::kDirect, took.count());
     }
     return headers;
+  }
+
+  // gather, scatter, all_to_all (algo/exchange.h): kAuto is each rank's own pick, one_shot
+  // where its input is small, else direct; the header carries it (chosen) for the readers.
+  Task exchangeTask(const Task& task) const {
+    Task sent = task;
+    if constexpr (Transport::kPeerMemory) {
+      if (isExchange(task.coll) && task.algo == Algo::kAuto) {
+        using Peers = decltype(std::declval<Transport&>().peerMemory(
+            std::declval<const std::vector<CollHeader>&>()));
+        sent.algo = exchangePick(task, transport_.oneShotBytes(),
+                                 Transport::sharedInput(transport_.annotate(task)),
+                                 !Peers::kMapped);  // unmapped: read by a copy from anywhere
+      }
+    }
+    return sent;
+  }
+  // What the call ran, alike on every rank: one_shot where every rank published its input.
+  static Algo exchangeAlgo(const std::vector<CollHeader>& headers) {
+    for (const CollHeader& h : headers) {
+      if (h.chosen != static_cast<int32_t>(Algo::kOneShot)) return Algo::kDirect;
+    }
+    return Algo::kOneShot;
+  }
+  void runExchange(const Task& task, const std::vector<CollHeader>& headers) {
+    const ExchangePlan plan(task, headers);
+    const int rank = transport_.rank();
+    if constexpr (Transport::kPeerMemory) {
+      auto payloads = transport_.payloads(task, headers);
+      auto peers = transport_.peerMemory(headers);
+      exchangeOverMemory(payloads, peers, plan, task, rank, [&](int r) {
+        return headers[r].chosen == static_cast<int32_t>(Algo::kOneShot);
+      });
+    } else {  // every algorithm: a message per transfer
+      auto messages = transport_.messages(plan);
+      exchangeOverMessages(messages, plan, task, rank);
+    }
   }
 
   Transport transport_;

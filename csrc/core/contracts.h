@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algo/direct.h"
+#include "algo/exchange.h"
 #include "algo/ring.h"
 #include "core/call.h"
 #include "core/trace.h"
@@ -77,6 +78,7 @@ extern const CollHeader header;
 extern const std::vector<CollHeader> headers;
 extern const CallContext call;
 extern const std::string text;
+extern const ExchangePlan plan;
 }  // namespace arg
 
 template <class T>
@@ -185,6 +187,23 @@ constexpr bool isPeerMemory() {
   return true;
 }
 
+// -- Messages: a transfer a message, for exchangeOverMessages (algo/exchange.h) --------------
+template <class M> using MsgRecv = decltype(a<M>().recv(arg::rank, arg::dst, arg::bytes));
+template <class M> using MsgSend = decltype(a<M>().send(arg::rank, arg::src, arg::bytes));
+template <class M> using MsgWait = decltype(a<M>().wait());
+
+template <class M>
+constexpr bool isMessages() {
+  static_assert(has<MsgRecv, M>, "Messages: recv(int from, void* dst, size_t bytes): post the "
+                                 "receive of a transfer");
+  static_assert(has<MsgSend, M>, "Messages: send(int to, const void* src, size_t bytes): post "
+                                 "the send of a transfer");
+  static_assert(has<Copy, M>, "Messages: copy(void* dst, const void* src, size_t bytes): this "
+                              "rank's own part");
+  static_assert(has<MsgWait, M>, "Messages: wait(): until every posted message is done");
+  return true;
+}
+
 // -- Transport: one collective at a time, as core/collectives.h drives it ----------------------
 template <class T> using Meta = typename T::Meta;
 template <class T> using Rank = decltype(a<const T>().rank());
@@ -200,6 +219,8 @@ template <class T> using CopyAlone = decltype(a<T>().copyAlone(arg::dst, arg::sr
 template <class T> using PrimsOf = decltype(a<T>().prims(arg::ring, arg::headers));
 template <class T> using PayloadsOf = decltype(a<T>().payloads(arg::task, arg::headers));
 template <class T> using PeerMemoryOf = decltype(a<T>().peerMemory(arg::headers));
+template <class T> using OneShotBytes = decltype(a<const T>().oneShotBytes());
+template <class T> using MessagesOf = decltype(a<T>().messages(arg::plan));
 template <class T> using Abort = decltype(a<T>().abort(arg::text));
 template <class T> using Leave = decltype(a<T>().leave(arg::text));
 template <class T> using PassOn = decltype(a<T>().passOn(arg::text));
@@ -243,6 +264,13 @@ constexpr bool isTransport() {
     static_assert(has<PeerMemoryOf, T>, "Transport, kPeerMemory: peerMemory(const "
                                         "std::vector<CollHeader>&): direct's PeerMemory");
     if constexpr (has<PeerMemoryOf, T>) static_assert(isPeerMemory<PeerMemoryOf<T>>());
+    static_assert(gives<OneShotBytes, T, size_t>(), "Transport, kPeerMemory: size_t "
+                                                    "oneShotBytes() const: the largest one-shot "
+                                                    "payload (gather, scatter, all_to_all: auto)");
+  } else {
+    static_assert(has<MessagesOf, T>, "Transport, no kPeerMemory: messages(const ExchangePlan&): "
+                                      "gather, scatter and all_to_all's Messages");
+    if constexpr (has<MessagesOf, T>) static_assert(isMessages<MessagesOf<T>>());
   }
   static_assert(has<Abort, T>, "Transport: abort(const std::string& why): this rank failed "
                                "the call; tell the peers");

@@ -23,7 +23,7 @@
 //     has slowed (kChanged times its estimate when it was last judged, or past the challenger's
 //     last estimate by kMargin: the machine changed) brings the next trial forward.
 // Only rank 0 tunes. Its pick travels in its header, so every rank runs the same algorithm; and
-// ring and direct reduce in the same order (algo/direct.h, reduceOwnChunk), so the pick never
+// ring and direct reduce in the same order (algo/direct.h, reduceInRingOrder), so the pick never
 // changes a result's bits.
 #pragma once
 
@@ -62,9 +62,12 @@ class Tuner {
   // DPCORE_TUNE=0's fixed choice instead of timings, and the tuner's first: direct from 64 MiB,
   // where the tuner took it with the ranks' cores on different dies (on one die the ring stays
   // ahead there: no fixed threshold suits both), and all_gather on shared buffers at any size,
-  // where direct's plain copy beat the ring in both.
+  // where direct's plain copy beat the ring in both. Never reduce: under direct the root alone
+  // reads and reduces all (n-1) S, where the chain has every peer copy its part at once, so
+  // direct's lead grows less likely with n; where it does lead, the timings find it.
   static constexpr size_t kFixedDirectMin = 64 << 20;
   static bool fixedPick(Coll coll, size_t bytes, BufferKind kind) {
+    if (coll == Coll::kReduce) return false;
     return bytes >= kFixedDirectMin || (coll == Coll::kAllGather && kind.shared);
   }
 

@@ -49,7 +49,7 @@ std::chrono::nanoseconds spinTime(double us) {
 // kAuto may run; direct uses no slots).
 uint32_t alignFor(const Task& task) {
   bool ring = task.algo == Algo::kRing || task.algo == Algo::kAuto;
-  bool input = !ring || task.coll == Coll::kReduceScatter;
+  bool input = !ring || task.coll == Coll::kReduceScatter || task.coll == Coll::kReduce;
   return ShmLayout::alignOf(input ? task.in : task.out);
 }
 

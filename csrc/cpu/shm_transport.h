@@ -82,6 +82,7 @@ class ShmTransport {
   void openExchange();
   std::vector<CollHeader> closeExchange(const CollHeader& mine);
   size_t segmentBytes() const { return config_.slotBytes; }
+  size_t oneShotBytes() const { return config_.oneShotBytes; }
   static void copyAlone(void* out, const void* in, size_t bytes) { std::memmove(out, in, bytes); }
   ShmPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   ShmPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);

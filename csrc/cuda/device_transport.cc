@@ -20,7 +20,8 @@ namespace {
 // copied from (one-shot publishes the input) or mostly copied into (the ring), so that both
 // kernels of a hop can move whole packs.
 uint32_t packOffsetFor(const Task& task) {
-  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter;
+  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter ||
+                     task.coll == Coll::kReduce;  // reduce: out is the root's alone
   return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(input ? task.in : task.out) %
                                DeviceTransport::kHeadroom);
 }
@@ -60,7 +61,10 @@ void DeviceTransport::validate(const Task& task) const {
     throw std::invalid_argument("the device transport takes one_shot, ring or direct");
   }
   if (task.algo == Algo::kDirect) {  // the peers read what this rank publishes in its regions
-    const bool readsIn = task.coll != Coll::kBroadcast || task.root == rank();
+    // broadcast: the root's buffer is read; gather: every buffer but the root's
+    const bool readsIn = task.coll == Coll::kBroadcast ? task.root == rank()
+                         : task.coll == Coll::kGather  ? task.root != rank()
+                                                       : true;
     const bool readsOut = task.coll == Coll::kAllReduce;
     const size_t outBytes = task.total * dtypeSize(task.dtype);
     const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;

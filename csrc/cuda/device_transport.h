@@ -82,6 +82,7 @@ class DeviceTransport {
   void begin(const CallContext& call);
   std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
   size_t segmentBytes() const { return config_.slotBytes; }
+  size_t oneShotBytes() const { return config_.oneShotBytes; }
   DevicePrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   DevicePayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
   DevicePeerMemory peerMemory(const std::vector<CollHeader>& headers);

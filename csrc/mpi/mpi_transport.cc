@@ -14,7 +14,8 @@ namespace dpcore {
 static_assert(contract::isTransport<MpiTransport>());  // core/contracts.h names what it lacks
 
 namespace {
-constexpr int kHeaderTag = 1, kPayloadTag = 3;  // MpiPrims::kTag carries the ring's segments
+// MpiPrims::kTag carries the ring's segments, MpiMessages::kTag gather, scatter and all_to_all's
+constexpr int kHeaderTag = 1, kPayloadTag = 3;
 }  // namespace
 
 MpiTransport::MpiTransport(MpiEndpoint endpoint, size_t slots, size_t segmentBytes)
@@ -57,8 +58,9 @@ MpiPrims MpiTransport::prims(const RingCall& ring, const std::vector<CollHeader>
                   StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
 }
 
-// Every rank that publishes a payload (one_shot.h) sends it whole to every peer. The payloads
-// go out from, and come in to, staging memory, so MPI never holds the user's buffers.
+// Every rank that publishes a payload (one_shot.h) sends it whole to every peer that reads
+// payloads. They go out from, and come in to, staging memory, so MPI never holds the user's
+// buffers.
 MpiPayloads MpiTransport::payloads(const Task& task, const std::vector<CollHeader>& headers) {
   const size_t elem = dtypeSize(task.dtype);
   std::vector<size_t> offsets(size() + 1, 0);
@@ -74,11 +76,13 @@ MpiPayloads MpiTransport::payloads(const Task& task, const std::vector<CollHeade
   std::vector<MpiLink::Pending> pending;
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;
-    if (offsets[peer + 1] > offsets[peer]) {
+    if (offsets[peer + 1] > offsets[peer] && readsPayloads(task, rank())) {
       pending.push_back(link_.irecv(staging.data() + offsets[peer],
                                     offsets[peer + 1] - offsets[peer], peer, kPayloadTag));
     }
-    if (myBytes) pending.push_back(link_.isend(mine, myBytes, peer, kPayloadTag));
+    if (myBytes && readsPayloads(task, peer)) {
+      pending.push_back(link_.isend(mine, myBytes, peer, kPayloadTag));
+    }
   }
   link_.waitAll(pending.data(), pending.size());
   return MpiPayloads(staging.data(), std::move(offsets));

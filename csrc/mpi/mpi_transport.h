@@ -1,14 +1,17 @@
 // The MPI transport: all ranks of an MPI communicator, over point-to-point messages. It carries
 // the headers (each rank sends its own to every peer), the one-shot payloads (the same way) and
 // the ring's segments (mpi_prims.h) for core/collectives.h; MPI's own collectives are never used.
-// No peer memory: direct does not run here.
+// No peer memory: direct does not run here, but for gather, scatter and all_to_all, whose
+// transfers are each one message (MpiMessages).
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "algo/exchange.h"
 #include "algo/ring.h"
 #include "core/call.h"
 #include "host/reduce.h"
@@ -27,6 +30,34 @@ class MpiPayloads : public HostLoops {
  private:
   const char* staging_;
   std::vector<size_t> offsets_;  // bytes: rank r's payload starts at offsets_[r]
+};
+
+// gather, scatter and all_to_all's Messages (algo/exchange.h): each transfer goes straight
+// between the users' buffers, in pieces that MPI's int count can carry, posted in the same
+// order by sender and receiver (MPI keeps a pair's messages of one tag in order).
+class MpiMessages {
+ public:
+  static constexpr int kTag = 4;
+  static constexpr size_t kPieceBytes = size_t{1} << 30;
+  explicit MpiMessages(MpiLink& link) : link_(link) {}
+  void recv(int from, void* dst, size_t bytes) { post(from, dst, bytes, true); }
+  void send(int to, const void* src, size_t bytes) {
+    post(to, const_cast<void*>(src), bytes, false);
+  }
+  static void copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+  void wait() { link_.waitAll(pending_.data(), pending_.size()); }
+
+ private:
+  void post(int peer, void* buf, size_t bytes, bool receive) {
+    for (size_t at = 0; at < bytes; at += kPieceBytes) {
+      char* piece = static_cast<char*>(buf) + at;
+      const size_t len = std::min(kPieceBytes, bytes - at);
+      pending_.push_back(receive ? link_.irecv(piece, len, peer, kTag)
+                                 : link_.isend(piece, len, peer, kTag));
+    }
+  }
+  MpiLink& link_;
+  std::vector<MpiLink::Pending> pending_;
 };
 
 class MpiTransport {
@@ -56,6 +87,7 @@ class MpiTransport {
   static void copyAlone(void* out, const void* in, size_t bytes) { std::memmove(out, in, bytes); }
   MpiPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   MpiPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
+  MpiMessages messages(const ExchangePlan&) { return MpiMessages(link_); }
   // The call in flight failed: the peers hear it (mpi_peers.h) and fail it too. Requests of the
   // failed call may still reach this transport's memory, so from now on that memory outlives
   // the transport.

@@ -10,6 +10,8 @@ backend matches it with the peers' calls and runs it (csrc/core/).
     host_arrays.py   NumPy views of DLPack arrays, and back
     cuda_arrays.py   CUDA arrays as the device path sees them (pointer, dtype, stream)
     work.py          Work (an async call's handle) and the arrays in flight
+    p2p.py           send, recv, isend, irecv, batch: their checks, over the p2p engine
+    host_staging.py  CUDA arrays through host memory, for point-to-point
     backend.py       the Backend protocol: what a transport's compiled backend offers
 """
 from .communicator import Communicator, init

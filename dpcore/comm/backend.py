@@ -28,13 +28,16 @@ class Backend(Protocol):
     sequence: int  # collectives this backend has started
 
     def run(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
-            count: int, total: int) -> None:
+            count: int, total: int, splits: int = 0) -> None:
         """One collective, blocking, after any queued ones. in_array and out_array are C-contiguous
-        NumPy arrays (out_array is written; broadcast: both are the buffer); count: elements of
-        in_array (all_gather: this rank's shard), total: of the all_gather output, else count."""
+        NumPy arrays (out_array is written; broadcast: both are the buffer; None where the rank
+        has no output: reduce off the root); count: elements of in_array (all_gather: this
+        rank's shard), total: of the all_gather output, else count (csrc/include/dpcore/task.h
+        says it per collective); splits: all_to_all's n x n uint64 matrix (its address; the
+        caller keeps it alive), or 0."""
 
     def submit(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
-               count: int, total: int) -> Job:
+               count: int, total: int, splits: int = 0) -> Job:
         """The same, async: it runs in issue order on a background thread. The caller keeps
         both arrays alive until the Job is done."""
 
@@ -80,11 +83,12 @@ class DeviceBackend(Backend, Protocol):
     handle: bytes    # the IPC handle of this rank's slots, for the peers to map
 
     def run_device(self, coll: int, dtype: int, op: int, root: int, algo: int, in_ptr: int,
-                   out_ptr: int, count: int, total: int, stream: int) -> None:
+                   out_ptr: int, count: int, total: int, stream: int, splits: int = 0) -> None:
         """As run, on device pointers, after the work queued on `stream` before the call."""
 
     def submit_device(self, coll: int, dtype: int, op: int, root: int, algo: int, in_ptr: int,
-                      out_ptr: int, count: int, total: int, stream: int) -> Job:
+                      out_ptr: int, count: int, total: int, stream: int,
+                      splits: int = 0) -> Job:
         """As submit, on device pointers."""
 
     def map_peers(self, handles: List[bytes]) -> None:

@@ -8,12 +8,15 @@ ring against direct, csrc/core/tuner.h, and its header carries the pick).
 """
 import numbers
 
-from ..collectives import MOVING
+from ..collectives import TABLE
 from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, dtype_code
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
-DIRECT_COLLECTIVES = MOVING  # direct runs every collective that moves data
+# Moved as transfers between ranks (csrc/algo/exchange.h): auto is each rank's own pick in C++,
+# by its own input's size (these calls' sizes differ by rank), and where the transport carries
+# messages (MPI) direct is a message per transfer, without peer memory.
+EXCHANGES = frozenset(("gather", "scatter", "all_to_all"))
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
 # of every call (reduction fills it)
@@ -28,16 +31,25 @@ class Rules:
     past_one_shot: what auto runs past the band (AUTO where direct can run, else RING).
     one_shot_bytes: the most one_shot's slot takes per rank.
     no_direct: why algo "direct" cannot run here, or None where it can (the transport then
-        checks the buffers)."""
+        checks the buffers).
+    messages: whether the transport moves data in messages (MPI), so that direct runs EXCHANGES
+        without peer memory."""
 
-    def __init__(self, bands, fill, past_one_shot, one_shot_bytes, no_direct):
+    def __init__(self, bands, fill, past_one_shot, one_shot_bytes, no_direct, messages=False):
         self.bands, self.fill, self.past_one_shot = bands, fill, past_one_shot
         self.one_shot_bytes, self.no_direct = one_shot_bytes, no_direct
+        self.messages = messages
 
 
 def choose(algo, coll, nbytes, rules):
-    """The algorithm code of a call of nbytes (the whole buffer: nccl-tests' size), for algo
-    "auto", "one_shot", "ring" or "direct"; ValueError says why one cannot run."""
+    """The algorithm code of a call of nbytes (the whole buffer: nccl-tests' size; EXCHANGES:
+    this rank's input), for algo "auto", "one_shot", "ring" or "direct"; ValueError says why one
+    cannot run."""
+    if algo != "auto" and coll in TABLE and algo in NAMES and algo not in TABLE[coll].algorithms:
+        raise ValueError(f"dpcore: algo {algo!r} does not run {coll}; it runs "
+                         f"{', '.join(['auto', *TABLE[coll].algorithms])}")
+    if coll in EXCHANGES:
+        return _exchange(algo, coll, nbytes, rules)
     if algo == "auto":
         lo, hi = rules.bands.get(coll) or rules.fill(coll, nbytes)
         return ONE_SHOT if lo <= nbytes <= hi else rules.past_one_shot
@@ -49,12 +61,24 @@ def choose(algo, coll, nbytes, rules):
                              f"bytes per rank, got {nbytes}")
         return ONE_SHOT
     if algo == "direct":
-        if coll not in DIRECT_COLLECTIVES:
-            raise ValueError(f"dpcore: algo 'direct' does not run {coll}")
         if rules.no_direct:
             raise ValueError(rules.no_direct)
         return DIRECT
     raise ValueError(f"dpcore: unknown algo {algo!r}; expected one of {', '.join(NAMES)}")
+
+
+def _exchange(algo, coll, nbytes, rules):
+    if algo == "auto":
+        if rules.messages or not rules.no_direct:
+            return AUTO
+        if nbytes > rules.one_shot_bytes:  # each rank alike: every input must fit
+            raise ValueError(f"dpcore: {coll} of {nbytes} bytes on this rank needs algo "
+                             f"'direct' past one_shot's {rules.one_shot_bytes}, and "
+                             + rules.no_direct.removeprefix("dpcore: "))
+        return ONE_SHOT
+    if algo == "direct" and rules.messages:
+        return DIRECT
+    return choose(algo, None, nbytes, rules)
 
 
 def reduction(dtype, op):
@@ -72,8 +96,8 @@ def reduction(dtype, op):
     return code, opc
 
 
-def root_rank(root, size):
+def root_rank(root, size, coll="broadcast"):
     """root as an int, or ValueError where it is not a rank."""
     if not isinstance(root, numbers.Integral) or not 0 <= root < size:
-        raise ValueError(f"dpcore: broadcast root {root!r} is not a rank in [0, {size})")
+        raise ValueError(f"dpcore: {coll} root {root!r} is not a rank in [0, {size})")
     return int(root)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _C, trace
 from ..dtypes import (ALGORITHM_NAMES, ALL_GATHER, ALL_REDUCE, BARRIER, BROADCAST, DTYPES,
-                      REDUCE_SCATTER, dtype_code)
+                      REDUCE, REDUCE_SCATTER, dtype_code)
 from ..setup import connect
 from ..setup.mpi_comms import release_when_dropped
 from ..sharding import shard_range
@@ -24,7 +24,9 @@ from . import ending
 from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
 from .cuda_arrays import device_view
 from .device_path import DevicePath
+from .exchanges import Exchanges
 from .host_path import HostPath
+from .p2p import PointToPoint
 from .work import InFlight, Work
 
 # What a barrier passes for its (unused) buffers.
@@ -33,8 +35,9 @@ _EMPTY.flags.writeable = False
 _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 
-class Communicator:
-    """A group of ranks and the collectives among them (see docs/api.md)."""
+class Communicator(Exchanges):
+    """A group of ranks and the collectives among them (see docs/api.md); gather, scatter and
+    all_to_all are Exchanges'."""
 
     algorithms = ("one_shot", "ring")
 
@@ -60,6 +63,8 @@ class Communicator:
         self._device = DevicePath(made.boot, made.node, self.settings, self.timeout,
                                   self.one_shot_bytes)
         self._in_flight = InFlight()
+        self._p2p = PointToPoint(made.p2p, self.rank, self.size, self._in_flight,
+                                 self._p2p_failed)
         # close() calls it; a communicator dropped without close() frees its MPI ones anyway
         self._release = release_when_dropped(self, made.backend, made.comms, made.boot)
         _live.add(self)
@@ -113,6 +118,42 @@ class Communicator:
         out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
         return self._launch(path, ALL_REDUCE, dtype, opc, 0,
                             choose(algo, "all_reduce", a.nbytes, path.rules), a, out_a, a.size,
+                            a.size, result, async_op)
+
+    def reduce(self, x, root=0, op="sum", out=None, algo="auto", async_op=False):
+        """The elementwise reduction of every rank's x (as all_reduce), on root alone: there in
+        x's shape and array type, a new array unless out is given (out=x: in place). Other
+        ranks get None, leave x as it is, and must pass out=None. algo: "auto", "one_shot",
+        "ring" (a chain to the root) or "direct" (the root reads the peers' x); ring and
+        direct give the same bits."""
+        if type(x) is np.ndarray and type(root) is int and 0 <= root < self.size:
+            # a user's loop, checked in one step, as all_reduce's
+            codes = REDUCTIONS.get((x.dtype, op))
+            if codes is not None and x.flags.c_contiguous:
+                if self.rank != root:
+                    fast = out is None
+                else:
+                    if out is None:
+                        out = np.empty_like(x)  # apart from x, so fits_out takes it
+                    fast = type(out) is np.ndarray and _C.fits_out(x, out)
+                if fast:  # out: None off the root, the result on it
+                    path = self._host
+                    return self._launch(path, REDUCE, *codes, root,
+                                        choose(algo, "reduce", x.nbytes, path.rules), x, out,
+                                        x.size, x.size, out, async_op)
+        path, a, wrap = self._view(x, "x")
+        dtype, opc = reduction(a.dtype, op)
+        path.check(a, "x")
+        root = root_rank(root, self.size, "reduce")
+        if self.rank == root:
+            out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
+        elif out is not None:
+            raise ValueError(f"dpcore: reduce's result is root {root}'s alone; out must be None "
+                             f"on rank {self.rank}")
+        else:
+            out_a = result = None
+        return self._launch(path, REDUCE, dtype, opc, root,
+                            choose(algo, "reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):
@@ -179,6 +220,40 @@ class Communicator:
         """Returns once every rank has called it."""
         self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
                      None, False)
+
+    # -- point to point (dpcore.comm.p2p) --------------------------------------------------------
+
+    def send(self, x, peer, tag=0):
+        """Sends x to rank peer; returns once the peer has it (x may be reused)."""
+        self._checked_backend()
+        self._p2p.send(x, peer, tag)
+
+    def recv(self, out, peer=None, tag=0):
+        """Receives into out, in place, from rank peer (None: any rank); returns the source."""
+        self._checked_backend()
+        return self._p2p.recv(out, peer, tag)
+
+    def isend(self, x, peer, tag=0):
+        """send without waiting: a Work whose wait() returns None once the peer has x."""
+        self._checked_backend()
+        return self._p2p.isend(x, peer, tag)
+
+    def irecv(self, out, peer=None, tag=0):
+        """recv without waiting: a Work whose wait() returns the source rank."""
+        self._checked_backend()
+        return self._p2p.irecv(out, peer, tag)
+
+    def batch(self, ops):
+        """Issues a list of dpcore.P2POp together; [Work, ...]. A ring exchange (send to the
+        next rank, recv from the previous) completes whatever order they are waited in."""
+        self._checked_backend()
+        return self._p2p.batch(ops)
+
+    def _p2p_failed(self, error):
+        """A point-to-point op failed: the collectives refuse too, and the peers hear it."""
+        if self._backend is not None:  # else close() has passed it on
+            self._backend.pass_on(str(error))
+        ending.note_failure(error)
 
     # -- the checks every collective shares ---------------------------------------------------
 
@@ -273,20 +348,22 @@ class Communicator:
                            f"that uses it (dpcore.init there, in the same order on every rank)")
 
     def _launch(self, path, coll, dtype, op, root, algo, a, out_a, count, total, result,
-                async_op):
+                async_op, splits=None):
+        """splits: all_to_all's uint64 matrix, kept alive as the arrays are."""
         if self._backend is None or self._owner != get_ident():
             self._checked_backend()  # raises
+        at = 0 if splits is None else splits.ctypes.data
         if not async_op:
             try:
-                path.run(coll, dtype, op, root, algo, a, out_a, count, total)
+                path.run(coll, dtype, op, root, algo, a, out_a, count, total, at)
             except RuntimeError as e:
-                self._in_flight.orphan(a, out_a)
+                self._in_flight.orphan(a, out_a, splits)
                 ending.note_failure(e)
                 raise
             return result
         self._in_flight.reap()
-        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total), result,
-                    a, out_a)
+        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total, at), result,
+                    a, out_a, splits)
         self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
         return work
 
@@ -296,6 +373,9 @@ class Communicator:
         if self._backend is None:
             return
         self._device.close("closed its communicator")
+        failed = self._p2p.close()  # its pending ops finish, or fail at their deadlines
+        if failed:
+            self._backend.pass_on(failed)
         self._backend.drain()
         if trace.enabled():
             trace.collect(self._backend)

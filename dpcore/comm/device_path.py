@@ -9,10 +9,11 @@ on any stream."""
 import time
 import weakref
 
+from ..collectives import MOVING
 from ..dtypes import ALGORITHMS
 from ..setup import device_transport
 from ..setup.segments import agreed_request
-from .choice import DIRECT_COLLECTIVES, RING, Rules
+from .choice import RING, Rules
 from .cuda_arrays import device_index, device_view, empty_like, stream_of
 
 
@@ -27,7 +28,7 @@ class DevicePath:
         self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
         self._dropped = set()  # ids of those whose arrays this rank has let go
         band = (0, one_shot_bytes)
-        self.rules = Rules({coll: band for coll in DIRECT_COLLECTIVES}, lambda coll, n: band,
+        self.rules = Rules({coll: band for coll in MOVING}, lambda coll, n: band,
                            RING, one_shot_bytes, None)
 
     view = staticmethod(lambda x, what: (device_view(x, what), None))
@@ -67,13 +68,13 @@ class DevicePath:
 
     # -- the backend ------------------------------------------------------------------------
 
-    def run(self, coll, dtype, op, root, algo, x, out, count, total):
-        self._connected(x).run_device(coll, dtype, op, root, algo, x.ptr, out.ptr, count, total,
-                                      stream_of(x))
+    def run(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
+        self._connected(x).run_device(coll, dtype, op, root, algo, x.ptr, _ptr(out), count,
+                                      total, stream_of(x), splits)
 
-    def submit(self, coll, dtype, op, root, algo, x, out, count, total):
-        return self._connected(x).submit_device(coll, dtype, op, root, algo, x.ptr, out.ptr,
-                                                count, total, stream_of(x))
+    def submit(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
+        return self._connected(x).submit_device(coll, dtype, op, root, algo, x.ptr, _ptr(out),
+                                                count, total, stream_of(x), splits)
 
     def exchange_counts(self, dtype, count, view):
         return self._connected(view).exchange_counts(dtype, count)
@@ -158,6 +159,11 @@ class DevicePath:
 
 
 _kept_until_exit = []
+
+
+def _ptr(out):
+    """out's device pointer; 0 where the rank has no output (reduce off the root)."""
+    return 0 if out is None else out.ptr
 
 
 class _Region:

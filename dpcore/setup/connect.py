@@ -7,12 +7,13 @@ from .. import settings as _settings
 from .bootstrap import Bootstrap
 from .info import log_init
 from .store_wire import StoreWire, refuse_what_needs_mpi, trace_gather
-from . import transports
+from . import p2p_channel, transports
 
 
 class Made:
     """What set-up hands the Communicator: the bootstrap and this rank's node (bootstrap
-    Groups), the settings and timeout, the transport's name and backend, whether direct can run,
+    Groups), the settings and timeout, the transport's name and backend, the point-to-point
+    engine (p2p_channel.py), whether direct can run,
     one_shot's slot bytes, the MPI communicators made (to free at close), and how a trace's
     events meet at rank 0 without MPI (None over MPI)."""
 
@@ -53,12 +54,13 @@ def _connect(boot, settings, timeout):
     # is made by it)
     one_shot_bytes = node.bcast(settings.one_shot_bytes, 0, "init: agree on one_shot's slot")
     connection = transports.connect(transport, boot, nodes, settings, timeout)
+    p2p, p2p_comms = p2p_channel.connect(transport, boot, node, timeout, connection.direct)
     if settings.debug == "INFO":
         log_init(boot, nodes, node, transport, settings, timeout)
     return Made(boot=boot, node=node, settings=settings, timeout=timeout, transport=transport,
                 backend=connection.backend, direct=connection.direct,
-                one_shot_bytes=one_shot_bytes,
-                comms=[c for c in (*connection.comms, boot.comm) if c is not None],
+                one_shot_bytes=one_shot_bytes, p2p=p2p,
+                comms=[c for c in (*connection.comms, *p2p_comms, boot.comm) if c is not None],
                 trace_gather=None if boot.comm is not None else trace_gather(boot.wire, timeout))
 
 

@@ -92,6 +92,31 @@ def reference(op, inputs):
     return ufunc.reduce(stack, axis=0, dtype=dtype)  # integers wrap, as in C
 
 
+def shard_sizes(total, size):
+    """(name, every rank's shard length) of uneven shards to gather: shard_range's split of
+    `total`, and some less regular ones, empty shards among them."""
+    from dpcore import shard_range
+
+    yield "shard_range", [stop - start for start, stop in
+                          (shard_range(total, size, r) for r in range(size))]
+    yield "rank+1", [r + 1 for r in range(size)]
+    yield "only last rank", [0] * (size - 1) + [total]
+    yield "alternating empty", [0 if r % 2 else total // size + r for r in range(size)]
+
+
+def device_arrays():
+    """(xp, to_host) for the device scripts: CuPy on this rank's GPU with DEVICE=cupy (a GPU
+    run), else dpcore.emulated (DPCORE_CUDA_EMULATION=1); to_host gives a NumPy copy."""
+    if os.environ.get("DEVICE") == "cupy":
+        import cupy
+
+        cupy.cuda.Device(MPI.COMM_WORLD.rank % cupy.cuda.runtime.getDeviceCount()).use()
+        return cupy, cupy.asnumpy
+    from dpcore import emulated
+
+    return emulated, lambda d: d.get()
+
+
 def mpi_allreduce(mpi_comm, x, op):
     """MPI's own Allreduce of x, or None where MPI cannot reduce that dtype or op."""
     if x.dtype not in MPI_DTYPES or op not in MPI_OPS:
@@ -190,3 +215,16 @@ def _difference(got, want):
         return (f"{wrong.size} of {want.size} elements wrong; first at flat index {i}: got "
                 f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
     return None
+
+
+def device_arrays():
+    """(the array module of the device scripts, its to-NumPy copy): dpcore.emulated on the CPU
+    emulation (DPCORE_CUDA_EMULATION=1), or CuPy on this rank's GPU with DEVICE=cupy."""
+    if os.environ.get("DEVICE") == "cupy":
+        import cupy
+
+        cupy.cuda.Device(MPI.COMM_WORLD.rank % cupy.cuda.runtime.getDeviceCount()).use()
+        return cupy, cupy.asnumpy
+    from dpcore import emulated
+
+    return emulated, lambda a: a.get()

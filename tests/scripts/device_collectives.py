@@ -3,7 +3,8 @@ with DPCORE_CUDA_EMULATION=1 (CI), or on a GPU with DEVICE=cupy (tests/gpu/devic
 same checks. Against NumPy exactly, and bit for bit against the host path running the same
 algorithm on the same inputs, floats too (one_shot rounds once, the ring after every hop, on both
 sides): every dtype x op x algorithm over empty, tiny, odd and several-segment counts; in place
-and into out=; async; broadcast from every root; all_gather of uneven shards.
+and into out=; async; reduce to the roots in turn; broadcast from every root; all_gather of
+uneven shards.
 
 Usage: mpiexec -n K python -m mpi4py device_collectives.py [all|few] [small]
   few: a sample of dtype x op pairs; small: counts up to 1009 only (for tiny ring slots)
@@ -95,6 +96,28 @@ for dtype, op in CASES:
             check.equal(to_host(out), want, f"all_gather into out {label}")
             work = comm.all_reduce(xp.asarray(x), op=op, algo=algo, async_op=True)
             check.equal(to_host(work.wait()), want, f"async all_reduce {label}")
+            root = count % size
+            r = comm.reduce(xp.asarray(x), root=root, op=op, algo=algo)
+            if rank == root:
+                check.equal(to_host(r), want, f"reduce {label}")
+                check.equal(to_host(r).view(np.uint8),
+                            comm.reduce(x, root=root, op=op, algo=host_algo).view(np.uint8),
+                            f"reduce {label}: the host path's bits")
+                d = xp.asarray(x)
+                check.true(comm.reduce(d, root=root, op=op, out=d, algo=algo) is d,
+                           f"reduce in place returns out, {label}")
+                check.equal(to_host(d), want, f"reduce in place {label}")
+            else:
+                check.true(r is None, f"reduce off the root, {label}")
+                comm.reduce(x, root=root, op=op, algo=host_algo)
+                d = xp.asarray(x)
+                comm.reduce(d, root=root, op=op, algo=algo)
+                check.equal(to_host(d), x, f"reduce leaves x alone off the root, {label}")
+            work = comm.reduce(xp.asarray(x), root=root, op=op, algo=algo, async_op=True)
+            got = work.wait()
+            check.true((got is None) == (rank != root), f"async reduce's result, {label}")
+            if got is not None:
+                check.equal(to_host(got), want, f"async reduce {label}")
 
 for dtype in sorted({d for d, _ in CASES}, key=str):  # the same order on every rank
     for root in range(size):

@@ -6,24 +6,12 @@ buffers refused on the rank that passed them, with a ValueError that says why.
 
 Usage: mpiexec -n K python -m mpi4py device_direct.py
 """
-import os
-
 import numpy as np
 
 import dpcore
-from checks import Checker, make_input, ops_for, reference, say
+from checks import Checker, device_arrays, make_input, ops_for, reference, say
 
-if os.environ.get("DEVICE") == "cupy":
-    import cupy as xp
-
-    from mpi4py import MPI
-
-    xp.cuda.Device(MPI.COMM_WORLD.rank % xp.cuda.runtime.getDeviceCount()).use()
-    to_host = xp.asnumpy
-else:
-    from dpcore import emulated as xp
-
-    to_host = lambda d: d.get()  # noqa: E731
+xp, to_host = device_arrays()
 
 comm = dpcore.init(timeout=30)
 rank, size = comm.rank, comm.size
@@ -62,6 +50,13 @@ for dtype, op in [(np.dtype("float16"), "sum"), (np.dtype("float16"), "avg"),
         shard = on_device(want[lo:hi], -(-count // size))  # shards differ by one at most
         g = comm.all_gather(shard, algo="direct")
         check.equal(to_host(g), want, f"all_gather {label}")
+        root = count % size
+        r = comm.reduce(x, root=root, op=op, algo="direct")  # x: a peer's memory, out: not
+        ring = comm.reduce(xp.asarray(everyone[rank]), root=root, op=op, algo="ring")
+        if rank == root:
+            check.equal(to_host(r).view(np.uint8), to_host(ring).view(np.uint8),
+                        f"reduce {label}: the ring's bits")
+            check.equal(to_host(r), want, f"reduce {label}")
         b = on_device(everyone[rank])
         comm.broadcast(b, root=size - 1, algo="direct")
         check.equal(to_host(b), everyone[size - 1], f"broadcast {label}")

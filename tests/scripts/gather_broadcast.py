@@ -13,7 +13,7 @@ from mpi4py import MPI
 
 import dpcore
 from checks import (Checker, DTYPES, FEW_DTYPES, expect_transport, make_input, mpi_allgatherv,
-                    mpi_bcast)
+                    mpi_bcast, shard_sizes)
 
 max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 dtypes = FEW_DTYPES if len(sys.argv) > 2 and sys.argv[2] == "few" else DTYPES
@@ -28,20 +28,11 @@ def capped(counts):
     return [c for c in counts if max_count is None or c <= max_count]
 
 
-def shard_sizes(total):
-    """Uneven shard sizes to gather: shard_range's split of `total`, and some less regular ones."""
-    yield "shard_range", [stop - start for start, stop in
-                          (dpcore.shard_range(total, size, r) for r in range(size))]
-    yield "rank+1", [r + 1 for r in range(size)]
-    yield "only last rank", [0] * (size - 1) + [total]
-    yield "alternating empty", [0 if r % 2 else total // size + r for r in range(size)]
-
-
 # all_gather: the concatenation of every rank's shard, in rank order.
 for dtype in dtypes:
     segment = (64 << 10) // dtype.itemsize
     for total in capped([0, 1, 7, 1009, 2 * size * segment + 3]):
-        for pattern, sizes in shard_sizes(total):
+        for pattern, sizes in shard_sizes(total, size):
             mine = make_input(dtype, "sum", sizes[rank], rank, size)
             want = mpi_allgatherv(world, mine)
             for algo in ["auto", "ring"] + (["one_shot"] if want.nbytes <= (256 << 10) else []) + (

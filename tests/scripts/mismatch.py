@@ -36,6 +36,10 @@ KINDS = {
            lambda c: c.all_reduce(np.ones(8, f32), op="sum" if odd else "max")),
     "root": ("broadcast", "broadcast",
              lambda c: c.broadcast(np.ones(8, f32), root=0 if odd else size - 1)),
+    "reduce root": ("reduce", "reduce",
+                    lambda c: c.reduce(np.ones(8, f32), root=0 if odd else size - 1)),
+    "reduce op": ("reduce", "reduce",
+                  lambda c: c.reduce(np.ones(9, f32), op="max" if odd else "sum", algo="ring")),
     "algo": ("all_reduce", "all_reduce",
              lambda c: c.all_reduce(np.ones(8, f32), algo="ring" if odd else "one_shot")),
     "ring count": ("all_reduce", "all_reduce",
@@ -87,6 +91,34 @@ for kind, (name_on_0, name_on_others, call) in KINDS.items():
             check.true(False, f"{kind}: a {how} collective after the failure succeeded")
         except dpcore.CommError as e:
             check.true("unusable" in str(e), f"{kind}: {how} call after the failure: {e}")
+    comm.close()
+
+# gather and scatter with another root: a mismatch like any other; all_to_all splits that
+# disagree: the same CommError on every rank, before the call, naming the ranks and counts, and
+# the communicator stays usable.
+if size > 1:
+    other = 0 if odd else size - 1
+    ROOTED = {
+        "gather root": lambda c: c.gather(np.ones(3, f32), root=other),
+        "scatter root": lambda c: c.scatter(np.ones(3 * size, f32) if rank == other else None,
+                                            np.empty(3, f32), root=other),
+    }
+    for kind, call in ROOTED.items():
+        comm = dpcore.init(timeout=30)
+        m = expect_error(kind, lambda: call(comm),
+                         r"dpcore (\w+) #\d+ on rank (\d+): mismatch: .*root=(\d+)")
+        check.true(m is None or m.group(1) == kind.split()[0], f"{kind}: names the collective")
+        comm.close()
+    comm = dpcore.init(timeout=30)
+    splits = [1] * size  # rank 0 expects 2 elements from every rank
+    takes = [2 if odd else 1] * size
+    m = expect_error("all_to_all splits",
+                     lambda: comm.all_to_all(np.ones(size, f32), splits=splits,
+                                             out_splits=takes),
+                     r"dpcore all_to_all: the ranks' splits disagree: rank 0 sends rank 0 1 "
+                     r"elements but rank 0 expects 2; rank 1 sends rank 0 1")
+    check.equal(comm.all_to_all(np.full(size, rank, f32), splits=splits),
+                np.arange(size, dtype=f32), "all_to_all after disagreeing splits")
     comm.close()
 
 # A rank that never arrives: the others time out, naming it.

@@ -1,7 +1,9 @@
-"""Rank 1 dies (or leaves) while the others are in an all_reduce; every survivor must get a
-dpcore.CommError naming rank 1 within seconds of the death, whatever the transport.
+"""Rank 1 dies (or leaves) while the others are in an all_reduce (or a reduce to rank 0); every
+survivor must get a dpcore.CommError naming rank 1 within seconds of the death, whatever the
+transport.
 
 Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python peer_dies.py FAULT WHEN DIR
+       [COLL]
   FAULT = kill:      SIGKILL
           raise:     an uncaught exception (plain `python`, so no MPI_Abort: the interpreter
                      exits as after any error, running its atexit handlers)
@@ -11,6 +13,7 @@ Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python peer_dies.py
           during:    rank 1 dies while three large ring all_reduces of its own are in flight
   DPCORE_CUDA_EMULATION=1 runs the collectives on (emulated) CUDA arrays: the device transport.
   DIR   = a directory for the marks (fault_kit.Marks): 'fault' (the time rank 1 died), 'done.R'.
+  COLL  = all_reduce (the default) or reduce: the collective of calls #3 on.
 
 Every rank prints 'rank R: pid PID' and 'rank R: mpi shm ...'; each survivor prints
 'rank R: error SECONDS | TYPE: MESSAGE' (SECONDS since the death) or, past fault_kit.GRACE,
@@ -29,13 +32,14 @@ from fault_kit import (Marks, mpi_shm_segments, report_error, say, start_reaper,
                        start_watchdog)
 
 fault, when, directory = sys.argv[1:4]
+coll = sys.argv[4] if len(sys.argv) > 4 else "all_reduce"
 VICTIM = 1
 marks = Marks(directory)
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
 say(rank, f"pid {os.getpid()}")
 if rank != VICTIM:
-    start_watchdog(rank, marks, "fault", f"all_reduce, rank {VICTIM} {fault} ({when})")
+    start_watchdog(rank, marks, "fault", f"{coll}, rank {VICTIM} {fault} ({when})")
 
 comm = dpcore.init()
 x = np.ones(1 << 20, np.float32)  # 4 MiB: many ring segments
@@ -44,15 +48,17 @@ if os.environ.get("DPCORE_CUDA_EMULATION") == "1":  # on the device transport
     x = emulated.asarray(x)
 comm.all_reduce(x[:100])                 # 1
 comm.all_reduce(x, algo="ring")          # 2
+ring_call = {"all_reduce": lambda **kw: comm.all_reduce(x, algo="ring", **kw),
+             "reduce": lambda **kw: comm.reduce(x, root=0, algo="ring", **kw)}[coll]
 say(rank, f"mpi shm {mpi_shm_segments()}")
 world.Barrier()
 
 if rank == VICTIM:
     if when == "during":
-        works = [comm.all_reduce(x, algo="ring", async_op=True) for _ in range(3)]
+        works = [ring_call(async_op=True) for _ in range(3)]
         time.sleep(0.01)
     else:
-        time.sleep(0.5)  # the others are inside all_reduce #3 by now
+        time.sleep(0.5)  # the others are inside call #3 by now
     if fault == "close":  # the peers hear of it as close() begins; it returns once they are gone
         marks.make("fault")
         comm.close()
@@ -71,7 +77,7 @@ if rank == VICTIM:
 
 try:
     for _ in range(200):
-        comm.all_reduce(x, algo="ring")
+        ring_call()
     say(rank, "no error")
 except Exception as e:  # noqa: BLE001 (the test checks the type)
     report_error(rank, marks, "fault", e)

@@ -1,7 +1,8 @@
-"""all_reduce and reduce_scatter against MPI / NumPy, exactly: every dtype x op x algorithm over
-counts that are empty, tiny, prime, not divisible by the rank count, and several ring segments
-long; in place; N-D input; and all_gather(reduce_scatter(x)) == all_reduce(x).ravel(). On any
-transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
+"""all_reduce, reduce_scatter and reduce against MPI / NumPy, exactly: every dtype x op x
+algorithm over counts that are empty, tiny, prime, not divisible by the rank count, and several
+ring segments long; in place; reduce to every root, blocking and async; N-D input; and
+all_gather(reduce_scatter(x)) == all_reduce(x).ravel(). On any transport (DPCORE_TRANSPORT,
+DPCORE_NODE_SIZE).
 
 Usage: mpiexec -n K python -m mpi4py reductions.py [MAX_COUNT [few]]
   MAX_COUNT skips larger counts; few: a sample of dtype x op pairs (checks.FEW_REDUCTIONS)
@@ -70,6 +71,47 @@ for dtype, op in CASES:
             check.equal(y[start:stop], want[start:stop],
                         f"reduce_scatter into its own slice of x, {label}")
 
+
+
+def check_reduce(x, want, root, label, **kwargs):
+    """reduce to root, out of place, into out=, in place and async: want on the root, None
+    elsewhere, x left alone but where it is the root's out."""
+    before = x.copy()
+    mine = rank == root
+    check_result(comm.reduce(x, root=root, **kwargs), want, mine, f"reduce {label}")
+    check.equal(x, before, f"reduce leaves its input alone, {label}")
+    out = np.empty_like(x) if mine else None
+    check.true(comm.reduce(x, root=root, out=out, **kwargs) is out, f"returns out, {label}")
+    if mine:
+        check.equal(out, want, f"reduce out= {label}")
+    y = x.copy()
+    check.true(comm.reduce(y, root=root, out=y if mine else None, **kwargs) is
+               (y if mine else None), f"reduce(out=x) returns x on the root, {label}")
+    check.equal(y, want if mine else before, f"reduce in place {label}")
+    check_result(comm.reduce(x, root=root, async_op=True, **kwargs).wait(), want, mine,
+                 f"async reduce {label}")
+
+
+def check_result(got, want, mine, label):
+    if mine:
+        check.equal(got, want, label)
+    else:
+        check.true(got is None, f"None off the root: {label}")
+
+
+# reduce: every root on small counts, the roots in turn on the others.
+turn = 0
+for dtype, op in CASES:
+    for count in counts_for(dtype):
+        x, everyone = inputs(dtype, op, count)
+        want = reference(op, everyone)
+        for algo in algos(x.nbytes):
+            roots = range(size) if count <= 1009 else [turn % size]
+            turn += 1
+            for root in roots:
+                check_reduce(x, want, root, f"{dtype} {op} count={count} algo={algo} "
+                             f"root={root}", op=op, algo=algo)
+
 # The composition identity, for sum over every dtype and a few counts.
 for dtype in sorted({dtype for dtype, _ in CASES}, key=str):
     for count in [c for c in counts_for(dtype) if c <= 100_003]:
@@ -94,6 +136,7 @@ for shape in [(), (3, 5), (2, 3, 4), (0, 4), (7, 1009)]:
         start, stop = dpcore.shard_range(count, size, rank)
         check.equal(comm.reduce_scatter(x, algo=algo), want.reshape(-1)[start:stop],
                     f"reduce_scatter {label}")
+        check_reduce(x, want, size - 1, label, algo=algo)
 
 # A read-only input is fine (only out= must be writable).
 x, everyone = inputs(np.dtype(np.int32), "sum", 1000)

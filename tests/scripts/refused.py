@@ -1,6 +1,7 @@
 """An all_gather whose out cannot hold what the peers send, which no rank can tell alone (out one
 element too long or too short on one rank; a shard inside out, but not at this rank's own place
-in it): the rank that passed it raises ValueError, every other rank dpcore.CommError naming that
+in it), and the same for gather, scatter and all_to_all (the root's buffer, an out that does not
+hold what the splits send): the rank that passed it raises ValueError, every other rank dpcore.CommError naming that
 rank, blocking or async; nothing moves, and the communicator stays usable, so the next
 collective is exact on every rank. The same on every transport.
 
@@ -52,6 +53,17 @@ KINDS["async, out one too long"] = (lambda: gather("auto", extra=1, async_op=Tru
                                     lambda: gather("auto", async_op=True))
 KINDS["every rank's out one too long"] = (lambda: gather("ring", extra=1),
                                           lambda: gather("ring", extra=1))
+# gather, scatter, all_to_all (the culprit is the root, or the rank whose buffer is wrong)
+ones = lambda k: np.ones(k, np.int32)  # noqa: E731
+KINDS["gather, the root's out one too long"] = (
+    lambda: comm.gather(ones(SHARD), root=culprit, out=ones(SHARD * size + 1)),
+    lambda: comm.gather(ones(SHARD), root=culprit))
+KINDS["scatter, the root's x one too long"] = (
+    lambda: comm.scatter(ones(SHARD * size + 1), ones(SHARD), root=culprit),
+    lambda: comm.scatter(None, ones(SHARD), root=culprit))
+KINDS["all_to_all, out one short of what the splits send"] = (
+    lambda: comm.all_to_all(ones(SHARD * size), splits=[SHARD] * size, out=ones(SHARD * size - 1)),
+    lambda: comm.all_to_all(ones(SHARD * size), splits=[SHARD] * size))
 
 
 def refused(kind, call, expected):
@@ -80,7 +92,7 @@ for k, (kind, (bad, good)) in enumerate(KINDS.items()):
     at_fault = everyone or rank == culprit
     message = refused(kind, bad if at_fault else good,
                       ValueError if at_fault else dpcore.CommError)
-    check.true(re.match(r"dpcore all_gather #\d+ on rank \d+: ", message) is not None,
+    check.true(re.match(r"dpcore \w+ #\d+ on rank \d+: ", message) is not None,
                f"{kind}: message does not name the call: {message}")
     if not at_fault:
         check.true(f"rank {culprit}" in message, f"{kind}: does not name rank {culprit}: {message}")

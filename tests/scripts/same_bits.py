@@ -1,8 +1,8 @@
 """The ring and the direct algorithm give the same bits, so algo="auto" may pick either call by
 call: on random (inexact) floating-point data, where any other order of the additions would
-round differently, for every floating dtype and op, all_reduce and reduce_scatter. Also: auto
-runs both (its tuner starts on the ring below 64 MiB and tries direct after 5 calls, for 2
-calls at least) and stays correct while it switches.
+round differently, for every floating dtype and op, all_reduce, reduce_scatter and reduce.
+Also: auto runs both (its tuner starts on the ring below 64 MiB and tries direct after 5 calls,
+for 2 calls at least) and stays correct while it switches.
 
 Usage: mpiexec -n K python -m mpi4py same_bits.py   (needs comm.direct)
 """
@@ -27,6 +27,11 @@ for dtype in floats:
             check.equal(comm.all_reduce(x, op=op, algo="direct"), ring, f"all_reduce {label}")
             check.equal(comm.reduce_scatter(x, op=op, algo="direct"),
                         comm.reduce_scatter(x, op=op, algo="ring"), f"reduce_scatter {label}")
+            root = count % size
+            direct = comm.reduce(x, root=root, op=op, algo="direct")
+            ring = comm.reduce(x, root=root, op=op, algo="ring")
+            if rank == root:
+                check.equal(direct, ring, f"reduce {label}")
 
 # auto, past one_shot's sizes: the tuner's first run and its trial, every result equal to the
 # ring's

@@ -1,0 +1,159 @@
+// gather, scatter and all_to_all: one schedule of moves, run by two executors. A transfer takes
+// bytes at an offset of one rank's input to an offset of another's output (or its own):
+//
+//   gather:     rank p's shard -> the root's output, at the sum of the shards before p
+//   scatter:    the root's input, at the sum of the shards before q -> rank q's output
+//   all_to_all: rank p's splits[p][q] elements, after those p sends ranks before q -> rank q's
+//               output, after those q takes from ranks before p (nullptr splits: count / n each)
+//
+// A rank visits its transfers in pairwise step order: at step k it sends to rank + k and takes
+// from rank - k (step 0: its own part), so that at every step each rank serves one reader.
+// Bytes per rank: the root takes in or serves (n-1)/n S; all_to_all sends and takes (n-1)/n S.
+//
+// The executors:
+//   exchangeOverMemory: every transfer is one copy, out of the source's one-shot payload where
+//     it published one, else out of its input in place (readInput), in which case every rank
+//     waits at the end until all are done reading (DirectStage::kDone), as direct does.
+//   exchangeOverMessages: where no peer memory is mapped (MPI), each transfer is one message:
+//     the receives of what comes here are posted, then the sends of what goes out, then the wait.
+// Messages, the interface of the second:
+//   recv(from, dst, bytes), send(to, src, bytes)   post a transfer's message
+//   copy(dst, src, bytes)                            this rank's own part
+//   wait()                                           until every posted message is done
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algo/direct.h"
+#include "dpcore/header.h"
+#include "dpcore/task.h"
+
+namespace dpcore {
+
+inline bool isExchange(Coll coll) {
+  return coll == Coll::kGather || coll == Coll::kScatter || coll == Coll::kAllToAll;
+}
+
+struct Transfer {
+  int from, to;
+  size_t fromAt, toAt, bytes;  // bytes into from's input and to's output
+};
+
+// The schedule of one call, from the task and every rank's header (gather's shards: the
+// counts; scatter's: the totals).
+class ExchangePlan {
+ public:
+  ExchangePlan(const Task& task, const std::vector<CollHeader>& headers)
+      : coll_(task.coll), root_(task.root), n_(static_cast<int>(headers.size())),
+        elem_(dtypeSize(task.dtype)), splits_(task.splits), shards_(n_ + 1, 0),
+        even_(task.count / (n_ ? n_ : 1)) {
+    for (int r = 0; r < n_; ++r) {  // where rank r's shard starts in the root's buffer
+      shards_[r + 1] = shards_[r] + (coll_ == Coll::kScatter ? headers[r].total : headers[r].count);
+    }
+  }
+
+  int size() const { return n_; }
+  Transfer transfer(int from, int to) const {
+    Transfer t{from, to, 0, 0, 0};
+    switch (coll_) {
+      case Coll::kGather:
+        if (to == root_) t = {from, to, 0, shards_[from], shards_[from + 1] - shards_[from]};
+        break;
+      case Coll::kScatter:
+        if (from == root_) t = {from, to, shards_[to], 0, shards_[to + 1] - shards_[to]};
+        break;
+      default:  // all_to_all
+        if (!splits_) {
+          t = {from, to, to * even_, from * even_, even_};
+          break;
+        }
+        for (int q = 0; q < to; ++q) t.fromAt += splits_[from * n_ + q];
+        for (int p = 0; p < from; ++p) t.toAt += splits_[p * n_ + to];
+        t.bytes = splits_[from * n_ + to];
+    }
+    t.fromAt *= elem_;
+    t.toAt *= elem_;
+    t.bytes *= elem_;
+    return t;
+  }
+
+  // visit(transfer, sends): this rank's non-empty transfers in step order, each once; sends:
+  // whether this rank sends it (at step 0 it both sends and takes it).
+  template <class Visit>
+  void forEach(int rank, Visit visit) const {
+    for (int k = 0; k < n_; ++k) {
+      const Transfer out = transfer(rank, (rank + k) % n_);
+      if (out.bytes) visit(out, true);
+      const Transfer in = transfer((rank + n_ - k) % n_, rank);
+      if (k && in.bytes) visit(in, false);
+    }
+  }
+
+ private:
+  Coll coll_;
+  int root_, n_;
+  size_t elem_;
+  const uint64_t* splits_;
+  std::vector<uint64_t> shards_;  // elements: shard r is shards_[r] .. shards_[r + 1]
+  size_t even_;                   // all_to_all without splits: elements to each rank
+};
+
+// Whether a source publishes its input in its one-shot slot under kAuto: small inputs (one copy
+// in, one out, no process_vm_readv and no final wait), unless the input already lies in memory
+// the peers map (comm.alloc), which they read with one plain copy. readsAnywhere: whether the
+// peers could read it where it lies otherwise (shared memory: yes; the device: only regions),
+// else one_shot takes every input its slot holds.
+constexpr size_t kExchangeOneShotBytes = 64 << 10;
+inline Algo exchangePick(const Task& task, size_t oneShotBytes, bool sharedInput,
+                         bool readsAnywhere) {
+  const size_t bytes = task.count * dtypeSize(task.dtype);
+  const bool fits = bytes <= oneShotBytes && (bytes <= kExchangeOneShotBytes || !readsAnywhere);
+  return fits && !sharedInput ? Algo::kOneShot : Algo::kDirect;
+}
+
+// published(r): whether rank r's input is in its payload (one_shot, or its kAuto pick).
+template <class Payloads, class Peers, class Published>
+void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& plan,
+                        const Task& task, int rank, Published published) {
+  auto in = static_cast<const char*>(task.in);
+  char* out = static_cast<char*>(task.out);
+  bool everyPayload = true;
+  for (int r = 0; r < plan.size(); ++r) everyPayload = everyPayload && published(r);
+  const bool stream = peers.streams(task.total * dtypeSize(task.dtype));  // large outputs
+  plan.forEach(rank, [&](const Transfer& t, bool) {  // each rank takes what comes to it
+    char* dst = out + t.toAt;
+    if (t.to != rank) return;
+    if (t.from == rank) {
+      if (in + t.fromAt != dst) peers.copyToOutput(dst, in + t.fromAt, t.bytes, stream);
+    } else if (published(t.from)) {
+      payloads.copy(dst, payloads.payload(t.from) + t.fromAt, t.bytes);
+    } else {
+      peers.readInput(t.from, t.fromAt, dst, t.bytes, stream);
+    }
+  });
+  if (everyPayload) return;  // the payloads stay until the peers' next call
+  peers.signal(DirectStage::kDone);  // our input must not change while a peer reads it
+  peers.waitAll(DirectStage::kDone);
+}
+
+template <class Messages>
+void exchangeOverMessages(Messages& m, const ExchangePlan& plan, const Task& task, int rank) {
+  auto in = static_cast<const char*>(task.in);
+  char* out = static_cast<char*>(task.out);
+  plan.forEach(rank, [&](const Transfer& t, bool sends) {
+    if (t.from == t.to) return;
+    if (!sends) m.recv(t.from, out + t.toAt, t.bytes);
+  });
+  plan.forEach(rank, [&](const Transfer& t, bool sends) {
+    if (t.from == t.to) {
+      if (sends && in + t.fromAt != out + t.toAt) m.copy(out + t.toAt, in + t.fromAt, t.bytes);
+    } else if (sends) {
+      m.send(t.to, in + t.fromAt, t.bytes);
+    }
+  });
+  m.wait();
+}
+
+}  // namespace dpcore

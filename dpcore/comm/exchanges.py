@@ -1,0 +1,105 @@
+"""gather, scatter and all_to_all: the Communicator's collectives that move shards between ranks
+(csrc/algo/exchange.h), their checks written once over the Path, as the Communicator's own
+(communicator.py, whose helpers _view, _output, _check_out and _launch these use)."""
+import numpy as np
+
+from ..dtypes import ALL_TO_ALL, GATHER, SCATTER, dtype_code
+from .choice import choose, root_rank
+from .splits import even, row
+from .splits import matrix as exchanged_splits
+
+
+class Exchanges:
+    """Mixed into dpcore.comm.communicator.Communicator."""
+
+    def gather(self, s, root=0, out=None, algo="auto", async_op=False):
+        """Every rank's shard s (read flat), concatenated in rank order, on the root: a new 1-D
+        array, or out (which may hold the root's shard at its place: in place). Shards may
+        differ in length; every rank learns them first (a header-only collective). Other ranks
+        return None, and their out must be None."""
+        path, a, wrap = self._view(s, "shard")
+        dtype = dtype_code(a.dtype)
+        path.check(a, "shard")
+        root = root_rank(root, self.size, "gather")
+        code = choose(algo, "gather", a.nbytes, path.rules)
+        if self.rank != root and out is not None:
+            raise ValueError(f"dpcore: gather's out is the root's (rank {root}); rank "
+                             f"{self.rank} passes out=None")
+        if self.rank == root and out is not None:
+            out_a = self._gather_out(path, a, out)
+        self._checked_backend()  # raises once closed
+        self._in_flight.reap()
+        total = sum(path.exchange_counts(dtype, a.size, a))
+        if self.rank != root:
+            return self._launch(path, GATHER, dtype, 0, root, code, a, a, a.size, 0, None,
+                                async_op)
+        if out is None:
+            out_a, out = path.empty(a, (total,), wrap)
+        # an out of another size: refused by every rank alike (csrc/core/call.h)
+        return self._launch(path, GATHER, dtype, 0, root, code, a, out_a, a.size, out_a.size,
+                            out, async_op)
+
+    def _gather_out(self, path, a, out):
+        out_a = path.out_view(out, "out")
+        self._check_out(path, out_a, a.dtype, None, None, "out")
+        offset = path.overlap(out_a, a)  # in place: the shard whole, on an element
+        if offset is not None and not (0 <= offset and offset + a.nbytes <= out_a.nbytes
+                                       and offset % out_a.dtype.itemsize == 0):
+            raise ValueError(f"dpcore: the shard partly overlaps out (it starts {offset:+d} "
+                             f"bytes from out's start); in place, it must be its rank's own "
+                             f"slice of out")
+        return out_a
+
+    def scatter(self, x, out, root=0, algo="auto", async_op=False):
+        """This rank's shard of root's x (read flat) into out, in place; returns out. x is the
+        root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
+        rank order (shards may differ in length)."""
+        path, o, _ = self._view(out, "out")
+        root = root_rank(root, self.size, "scatter")
+        if self.rank != root:
+            if x is not None:
+                raise ValueError(f"dpcore: scatter's x is the root's (rank {root}); rank "
+                                 f"{self.rank} passes x=None")
+            a = o
+        else:
+            if x is None:
+                raise ValueError(f"dpcore: scatter's root (rank {root}) passes its x")
+            a = path.out_view(x, "x")
+            path.check(a, "x")
+            if path.overlap(a, o) is not None:
+                raise ValueError("dpcore: scatter's out overlaps x; pass a buffer of its own")
+        self._check_out(path, o, a.dtype, None, None, "out")
+        count = a.size if self.rank == root else 0
+        return self._launch(path, SCATTER, dtype_code(a.dtype), 0, root,
+                            choose(algo, "scatter", count * a.dtype.itemsize, path.rules), a, o,
+                            count, o.size, out, async_op)
+
+    def all_to_all(self, x, out=None, splits=None, out_splits=None, algo="auto",
+                   async_op=False):
+        """x read flat: splits[q] elements to rank q, in rank order (None: x.size / n each);
+        out_splits[p] elements from rank p (None: learned). out: a new 1-D array of
+        sum(out_splits) elements (equal splits: x's shape), or the given one (not x). With
+        splits or out_splits, every rank passes them: one small all_gather exchanges them, and
+        splits that disagree between ranks raise CommError on every rank."""
+        path, a, wrap = self._view(x, "x")
+        dtype = dtype_code(a.dtype)
+        path.check(a, "x")
+        code = choose(algo, "all_to_all", a.nbytes, path.rules)
+        matrix, shape, exchanges = None, a.shape, splits is not None or out_splits is not None
+        mine = row(splits, out_splits, a.size, self.size) if exchanges else even(a.size,
+                                                                                 self.size)
+        if out is not None:  # where out_splits are learned, every rank checks out's size (call.h)
+            out_a, result = path.out_view(out, "out"), out
+            takes = (a.size if not exchanges else
+                     None if out_splits is None else int(mine[self.size:].sum()))
+            self._check_out(path, out_a, a.dtype, takes, None, "out")
+            if path.overlap(a, out_a) is not None:
+                raise ValueError("dpcore: all_to_all's out overlaps x; pass a buffer of its own")
+        if exchanges:
+            rows = self.all_gather(mine, out=np.empty(2 * self.size ** 2, np.int64))
+            matrix = exchanged_splits(rows, self.size)
+            shape = (int(matrix[:, self.rank].sum()),)
+        if out is None:
+            out_a, result = path.empty(a, shape, wrap)
+        return self._launch(path, ALL_TO_ALL, dtype, 0, 0, code, a, out_a, a.size, out_a.size,
+                            result, async_op, matrix)
