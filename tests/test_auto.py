@@ -199,3 +199,17 @@ def test_a_fit_made_on_another_rank_count_is_said_once(tmp_path, capsys):
     said = capsys.readouterr().err
     assert said.count(f"cost model in {path}, fitted on 2 ranks, for 3 ranks") == 1, said
     assert "mpiexec -n 3 python -m dpcore.cost fit" in said
+
+
+def test_without_a_ring_auto_weighs_one_shot_against_direct(tmp_path):
+    """gather on 2 ranks: one_shot 1 us + S x 1 ns (S through the slot), direct 2 us + S/2 x
+    1 ns (the root reads the other half): they cross at S = 2000 bytes; past it, direct."""
+    write_fit(tmp_path, {**SYNTHETIC, "direct": Params(alpha=2e-6, beta=1e-9)})
+    assert auto.beyond("gather") == "direct" and auto.beyond("reduce") == "ring"
+    lo, hi, _ = auto.band("gather", 2, LIMIT)
+    assert lo == 0 and hi in (1999, 2000)
+    for nbytes, want in [(8, "one_shot"), (4096, "direct")]:
+        algo, reason = auto.auto_algorithm("gather", nbytes, 2, LIMIT)
+        assert algo == want and f"vs {'direct' if want == 'one_shot' else 'one_shot'}" in reason
+        assert auto.auto_code("gather", nbytes, 2, LIMIT) == ALGORITHMS[want]
+    assert auto.auto_algorithm("all_to_all", LIMIT + 1, 2, LIMIT)[0] == "direct"

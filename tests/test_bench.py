@@ -7,11 +7,12 @@ command alone. Nothing here asserts on a time.
 import json
 import os
 
+import numpy as np
 import pytest
 
 from dpcore import _C
 from dpcore.bench import cli, collectives
-from dpcore.bench.collectives import COLLECTIVES
+from dpcore.bench.collectives import COLLECTIVES, TESTS
 from dpcore.bench.floor import achieved, floor_bytes
 from dpcore.bench.options import parse_size
 from dpcore.cost import auto
@@ -22,8 +23,12 @@ from test_direct import ptrace_allows_siblings
 
 SMALL = ["-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1"]
 COLUMNS = ["size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"]
+# nccl-tests' doc/PERFORMANCE.md and src/<test>.cu, restated here to check the table against
 FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-           "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+           "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0,
+           "reduce": lambda n: 1.0, "gather": lambda n: (n - 1) / n,
+           "scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+           "sendrecv": lambda n: 1.0}
 
 
 def bench(tmp_path, ranks, *args, script=None, status=0, env=None, json_out=True):
@@ -64,7 +69,7 @@ def bench_here(tmp_path, capsys, *args, status=0, json_out=True):
     return output, json.loads(out.read_text()) if out.exists() else None
 
 
-def check_rows(doc, output, collective, ranks, compare=True):
+def check_rows(doc, output, collective, ranks, compare=True, factor=None):
     names = next(line for line in output.splitlines() if line.startswith("#") and "busbw" in line)
     for column in COLUMNS:
         assert column in names.split(), names
@@ -82,8 +87,8 @@ def check_rows(doc, output, collective, ranks, compare=True):
             assert row[f"{p}_wrong"] == 0, row
             assert row[f"{p}_time_us"] > 0
             assert row[f"{p}_algbw"] == pytest.approx(row["size"] / row[f"{p}_time_us"] / 1e3)
-            factor = FACTORS[collective](ranks)
-            assert row[f"{p}_busbw"] == pytest.approx(row[f"{p}_algbw"] * factor)
+            want = FACTORS[collective](ranks) if factor is None else factor
+            assert row[f"{p}_busbw"] == pytest.approx(row[f"{p}_algbw"] * want)
             if compare and row[f"{p}_mpi_time_us"] is not None:
                 assert row[f"{p}_ratio"] == pytest.approx(row[f"{p}_mpi_time_us"]
                                                           / row[f"{p}_time_us"])
@@ -115,6 +120,42 @@ def test_two_ranks(tmp_path, collective, dtype, op):
         assert row["ip_mpi_time_us"] > 0 and row["ip_ratio"] > 0
     if collective == "broadcast":
         assert row["root"] == 1 and row["redop"] == "none"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("collective, ranks, dtype, op, root", [
+    ("reduce", 3, "float32", "max", 2),
+    ("reduce", 2, "int32", "sum", 0),
+    ("gather", 3, "int8", "sum", 1),
+    ("scatter", 3, "float64", "sum", 2),
+    ("alltoall", 3, "float32", "sum", 0),
+    ("alltoall", 2, "float16", "sum", 0),
+    ("sendrecv", 3, "int64", "sum", 0),
+])
+def test_the_rest_of_nccl_tests_beside_mpi(tmp_path, collective, ranks, dtype, op, root):
+    # reduce_perf, gather_perf, scatter_perf, alltoall_perf, sendrecv_perf: exact results on
+    # every rank that receives something, MPI's own call timed on the same buffers
+    output, doc = bench(tmp_path, ranks, collective, *SMALL, "-d", dtype, "-o", op,
+                        "-r", str(root), "--compare", "mpi")
+    name = "all_to_all" if collective == "alltoall" else collective
+    check_rows(doc, output, name, ranks, factor=FACTORS[collective](ranks))
+    row = doc["rows"][-1]
+    assert row["ip_mpi_time_us"] > 0 and row["ip_ratio"] > 0
+    assert row["root"] == (root if TESTS[collective].rooted else -1)
+    assert row["redop"] == (op if collective == "reduce" else "none")
+    per_rank = row["size"] // np.dtype(dtype).itemsize // ranks
+    if collective in ("gather", "scatter", "alltoall"):  # nccl-tests' count: per rank
+        assert row["count"] == per_rank
+    if collective in ("scatter", "alltoall", "sendrecv"):
+        assert "does not run in place: both columns time separate buffers" in output
+    if collective == "sendrecv":
+        assert row["algo_used"] == "p2p"
+
+
+def test_sendrecv_needs_two_ranks(tmp_path, capsys):
+    output, _ = bench_here(tmp_path, capsys, "sendrecv", "-b", "8", "-e", "8", status=2,
+                           json_out=False)
+    assert "run it on 2 ranks or more" in output
 
 
 @pytest.mark.mpi
@@ -218,8 +259,15 @@ def test_sizes_and_factors():
     assert COLLECTIVES["reduce_scatter"].sizes(10, 3) == (9, 3, 3)
     assert COLLECTIVES["all_gather"].sizes(10, 3) == (3, 9, 3)
     assert COLLECTIVES["all_reduce"].sizes(10, 3) == (10, 10, 10)
+    # nccl-tests: gather sends count/n and receives n of those, scatter the reverse, alltoall
+    # n chunks of count/n each way, reduce and sendrecv count
+    assert TESTS["reduce"].sizes(10, 3) == TESTS["sendrecv"].sizes(10, 3) == (10, 10, 10)
+    assert TESTS["gather"].sizes(10, 3) == (3, 9, 3)
+    assert TESTS["scatter"].sizes(10, 3) == (9, 3, 3)
+    assert TESTS["alltoall"].sizes(10, 3) == (9, 9, 3)
     for name, factor in FACTORS.items():
-        assert COLLECTIVES[name].bus_factor(4) == pytest.approx(factor(4))
+        assert TESTS[name].bus_factor(4) == pytest.approx(factor(4))
+    assert TESTS["alltoall"] is COLLECTIVES["all_to_all"]
 
 
 @pytest.mark.mpi

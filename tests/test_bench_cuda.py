@@ -20,10 +20,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dpcore.bench.collectives import COLLECTIVES, Case
+from dpcore.bench.collectives import COLLECTIVES, TESTS
 from dpcore.bench.compare import NcclReference, nccl_left_out
 from dpcore.bench.floor import floor_bytes
 from dpcore.bench.harness import buffers
+from dpcore.bench.patterns import Case
 from dpcore.bench.table import bits
 from test_bench import SMALL, bench, check_rows
 
@@ -112,7 +113,7 @@ def test_nccl_is_left_out_where_ranks_outnumber_gpus():
 # nccl.h's values, which cupy.cuda.nccl exports under these names
 NCCL_H = SimpleNamespace(NCCL_INT8=0, NCCL_UINT8=1, NCCL_INT32=2, NCCL_INT64=4, NCCL_FLOAT16=6,
                          NCCL_FLOAT32=7, NCCL_FLOAT64=8, NCCL_SUM=0, NCCL_PROD=1, NCCL_MAX=2,
-                         NCCL_MIN=3)
+                         NCCL_MIN=3, groupStart=lambda: None, groupEnd=lambda: None)
 NCCL_DTYPES = {0: np.int8, 1: np.uint8, 2: np.int32, 4: np.int64, 6: np.float16, 7: np.float32,
                8: np.float64}
 NCCL_REDUCE = {0: np.add, 1: np.multiply, 2: np.maximum, 3: np.minimum}
@@ -157,7 +158,7 @@ def replay(calls):
             memory(args[1], count, NCCL_DTYPES[dtype])[...] = data
         return
     count, dtype = first[2], first[3]
-    assert all(args[2:-1] == first[2:-1] for _, args in calls), calls  # count, type, op
+    assert all(args[2:-1] == first[2:-1] for _, args in calls), calls  # count, type, op[, root]
     sent = count * n if method == "reduceScatter" else count
     inputs = [memory(args[0], sent, NCCL_DTYPES[dtype]).copy() for _, args in calls]
     if method == "allGather":
@@ -165,11 +166,32 @@ def replay(calls):
     else:
         result = functools.reduce(NCCL_REDUCE[first[4]], inputs)
     for r, (_, args) in enumerate(calls):
+        if method == "reduce" and r != first[5]:  # ncclReduce writes the root's recvbuff alone
+            continue
         out = result[r * count:(r + 1) * count] if method == "reduceScatter" else result
         memory(args[1], out.size, NCCL_DTYPES[dtype])[...] = out
 
 
-@pytest.mark.parametrize("coll", list(COLLECTIVES))
+def replay_sends_and_recvs(per_rank):
+    """Each rank's group of ncclSend and ncclRecv: the k-th send from p to q meets the k-th recv
+    on q from p, with the same count and type; every send is read before any recv is written."""
+    sent = {}
+    for p, calls in enumerate(per_rank):
+        for method, (ptr, count, dtype, peer, _) in calls:
+            assert method in ("send", "recv"), method
+            if method == "send":
+                data = memory(ptr, count, NCCL_DTYPES[dtype]).copy()
+                sent.setdefault((p, peer), []).append((count, dtype, data))
+    for q, calls in enumerate(per_rank):
+        for method, (ptr, count, dtype, peer, _) in calls:
+            if method == "recv":
+                want_count, want_dtype, data = sent[(peer, q)].pop(0)
+                assert (count, dtype) == (want_count, want_dtype), (peer, q)
+                memory(ptr, count, NCCL_DTYPES[dtype])[...] = data
+    assert not any(sent.values()), "a send without its recv"
+
+
+@pytest.mark.parametrize("coll", [*COLLECTIVES, "sendrecv"])
 @pytest.mark.parametrize("in_place", [False, True], ids=["oop", "ip"])
 @pytest.mark.parametrize("dtype, op", [(np.float32, "sum"), (np.int8, "prod"),
                                        (np.float16, "max"), (np.int64, "min")], ids=str)
@@ -177,7 +199,7 @@ def test_the_nccl_calls_give_the_expected_results(coll, in_place, dtype, op):
     """The bench's NCCL calls on its own buffer layouts (harness.buffers), replayed on 3 ranks
     under NCCL's contract, leave on every rank exactly what the bench checks dpcore against:
     right pointers (in place: the rank's shard of the larger buffer), counts, types and ops."""
-    coll, n, count = COLLECTIVES[coll], 3, 3 * 7 + 2
+    coll, n, count = TESTS[coll], 3, 3 * 7 + 2
     cases = [Case(np.dtype(dtype), op, 1, "auto", n, r, count, coll.sizes(count, n))
              for r in range(n)]
     empty = lambda size, dt: np.empty(size, dt).view(OnDevice)  # noqa: E731
@@ -187,7 +209,12 @@ def test_the_nccl_calls_give_the_expected_results(coll, in_place, dtype, op):
         recv[...] = 0
         coll.init(send, case)
         NcclReference(NCCL_H, comm, 0).run(coll, send, recv, case, in_place)
-        assert len(comm.calls) == 1
-    replay([comm.calls[0] for comm in comms])
+    if comms[0].calls[0][0] in ("send", "recv"):  # what NCCL has no collective for
+        replay_sends_and_recvs([comm.calls for comm in comms])
+    else:
+        assert all(len(comm.calls) == 1 for comm in comms)
+        replay([comm.calls[0] for comm in comms])
     for case, (_, recv) in zip(cases, layouts):
-        assert np.array_equal(bits(recv.view(np.ndarray)), bits(coll.expected(case))), case.rank
+        expected = coll.expected(case)
+        if expected is not None:  # a non-root's reduce or gather receives nothing
+            assert np.array_equal(bits(recv.view(np.ndarray)), bits(expected)), case.rank

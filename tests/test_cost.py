@@ -8,6 +8,7 @@ import pytest
 from dpcore.cost import (ALGORITHMS, COLLECTIVES, Cost, Params, best_algorithm, cost, crossover,
                          fit, fit_line, predict, zero_memory)
 from dpcore.cost.fit import Sample, fit_per_algorithm
+from dpcore.cost.formulas import algorithms, send_recv
 from dpcore.cost.params import params_for
 from dpcore.cost.memory import min_ranks
 from dpcore.cost.scaling import predict_scaling as scaling
@@ -51,6 +52,25 @@ def same(a, b):
     ("naive", "reduce_scatter", 4, Cost(6, 3 * S + 3 * S / 4, 3 * S)),
     ("naive", "all_gather", 4, Cost(6, 3 * S)),
     ("naive", "broadcast", 4, Cost(3, 3 * S)),
+    # reduce: a chain to the root (one segment: n-1 hops of S, reduced at each), the root
+    # reading every peer; gather and scatter: the root's port moves the n-1 shards not its own
+    ("ring", "reduce", 4, Cost(3, 3 * S, 3 * S)),
+    ("one_shot", "reduce", 4, Cost(1, 5 * S, 3 * S)),
+    ("direct", "reduce", 4, Cost(1, 3 * S, 3 * S)),
+    ("binary_tree", "reduce", 7, Cost(4, 4 * S, 4 * S)),
+    ("recursive_doubling", "reduce", 5, Cost(3, 3 * S, 3 * S)),
+    ("naive", "reduce", 4, Cost(3, 3 * S, 3 * S)),
+    ("one_shot", "gather", 4, Cost(1, S)),
+    ("direct", "gather", 4, Cost(1, 3 / 4 * S)),
+    ("direct", "scatter", 4, Cost(1, 3 / 4 * S)),
+    ("recursive_doubling", "scatter", 8, Cost(3, 7 / 8 * S)),
+    ("recursive_doubling", "gather", 8, Cost(3, 7 / 8 * S)),
+    ("binary_tree", "scatter", 7, Cost(4, (3 + 3 + 1 + 1) / 7 * S)),  # the largest subtree a side
+    ("naive", "gather", 4, Cost(3, 3 / 4 * S)),
+    ("naive", "scatter", 4, Cost(3, 3 / 4 * S)),
+    # all_to_all: one_shot writes S and reads S; direct reads a chunk from every peer
+    ("one_shot", "all_to_all", 4, Cost(1, 2 * S)),
+    ("direct", "all_to_all", 4, Cost(1, 3 / 4 * S)),
 ])
 def test_hand_computed(algo, coll, n, want):
     assert same(cost(coll, algo, S, n), want)
@@ -85,11 +105,31 @@ def test_ring_all_reduce_time_is_the_textbook_formula():
 @pytest.mark.parametrize("algo", ALGORITHMS)
 @pytest.mark.parametrize("coll", COLLECTIVES)
 def test_one_rank_costs_nothing_and_costs_grow_with_size(algo, coll):
+    if algo not in algorithms(coll):
+        with pytest.raises(ValueError, match=f"^{algo} does not run {coll}; its algorithms: "
+                                             f"{', '.join(algorithms(coll))}$"):
+            cost(coll, algo, S, 4, local_size=2)
+        return
     kw = {"local_size": 1} if algo == "hierarchical" else {}
     assert same(cost(coll, algo, S, 1, **kw), Cost())
     p = Params(1e-6, 1e-10, 1e-10)
     assert predict(coll, algo, 2 * S, 4, p, local_size=2) >= \
         predict(coll, algo, S, 4, p, local_size=2) > 0
+
+
+def test_the_algorithms_of_each_collective():
+    assert algorithms("all_reduce") == ALGORITHMS
+    assert algorithms("reduce") == ("ring", "one_shot", "direct", "recursive_doubling",
+                                    "binary_tree", "naive")
+    assert algorithms("gather") == algorithms("scatter") == \
+        ("one_shot", "direct", "recursive_doubling", "binary_tree", "naive")
+    assert algorithms("all_to_all") == ("one_shot", "direct")
+
+
+def test_send_recv_is_one_message():
+    assert same(send_recv(S), Cost(1, S))
+    p = Params(2e-6, 1e-9)
+    assert p.time(send_recv(S), S) == pytest.approx(2e-6 + S * 1e-9)
 
 
 def test_crossover_one_shot_ring_matches_algebra():
@@ -257,6 +297,11 @@ def test_cli_scaling_and_predict(run):
     assert "hierarchical" in run("scaling", "--hierarchical", "8", "--overlap")
     out = run("predict", "all_reduce", "--ranks", "8", "--alpha", "5", "--bandwidth", "10")
     assert "best by the model" in out and "rabenseifner" in out
+    out = run("predict", "all_to_all", "--ranks", "4", "--sizes", "64,1M")
+    rows = [line.split()[0] for line in out.splitlines() if line.endswith("gamma")]
+    assert rows == ["one_shot", "direct"]  # only the algorithms that run it
+    out = run("predict", "gather", "--ranks", "4", "--alpha", "1", "--bandwidth", "0.1")
+    assert "ring" not in out and "direct: " in out  # direct beats one_shot at the same numbers
 
 
 @pytest.mark.parametrize("command", [["memory", "--params", "7.5e9", "--ranks", "64"],

@@ -3,6 +3,8 @@ every rank holding what it should, and costs what dpcore.cost says."""
 import pytest
 
 from dpcore.cost import ALGORITHMS, COLLECTIVES, cost
+from dpcore.cost.formulas import algorithms
+from dpcore import collectives
 from dpcore.explain import ScheduleError, Simulation, Step, Transfer, simulate
 from dpcore.explain import schedules
 from dpcore.explain.__main__ import main
@@ -20,7 +22,11 @@ def local_sizes(n):
 @pytest.mark.parametrize("algo", ALGORITHMS)
 @pytest.mark.parametrize("coll", COLLECTIVES)
 def test_every_schedule_completes(coll, algo, n):
-    roots = range(n) if coll == "broadcast" else [0]
+    if algo not in algorithms(coll):
+        with pytest.raises(ValueError, match=f"{algo} does not run {coll}; its algorithms: "):
+            simulate(coll, algo, n)
+        return
+    roots = range(n) if collectives.get(coll).rooted else [0]
     sizes = local_sizes(n) if algo == "hierarchical" else [None]
     everyone = frozenset(range(n))
     for root in roots:
@@ -35,9 +41,18 @@ def test_every_schedule_completes(coll, algo, n):
                     assert held[r] == everyone
                 elif coll == "all_gather":
                     assert held == [frozenset([c]) for c in range(n)]
-                else:
+                elif coll == "reduce" and r == root:
+                    assert all(c == everyone for c in held)
+                elif coll == "gather" and r == root:
+                    assert held == [frozenset([c]) for c in range(n)]
+                elif coll == "scatter":
+                    assert held[r] == frozenset([root])
+                elif coll == "all_to_all":
+                    assert [held[p * n + r] for p in range(n)] == \
+                        [frozenset([p]) for p in range(n)]
+                elif coll == "broadcast":
                     assert held == [frozenset([root])] * len(held)
-            if coll in ("all_reduce", "reduce_scatter") and n > 1:
+            if coll in ("all_reduce", "reduce_scatter", "reduce") and n > 1:
                 # a chunk's n inputs take at least n-1 additions somewhere
                 assert min(sim.reductions) >= n - 1
 
@@ -68,8 +83,10 @@ def test_ring_trace_matches_python_formulas(coll):
     def key(steps):
         return [sorted((t.src, t.dst, t.pieces, t.reduce) for t in s.transfers) for s in steps]
 
+    if "ring" not in algorithms(coll):
+        return
     for n in range(2, 9):
-        for root in range(n) if coll == "broadcast" else [0]:
+        for root in range(n) if collectives.get(coll).rooted else [0]:
             assert key(schedules.ring_from_trace(coll, n, root, 3)) == \
                 key(schedules.ring_python(coll, n, root, 3))
 
@@ -79,6 +96,10 @@ def test_ring_trace_matches_python_formulas(coll):
 @pytest.mark.parametrize("coll", COLLECTIVES)
 def test_simulated_cost_is_the_formula(coll, algo, n):
     # 840 elements per rank split evenly for every n <= 8; broadcast chains use n segments
+    if algo not in algorithms(coll):
+        with pytest.raises(ValueError, match=f"{algo} does not run {coll}"):
+            cost(coll, algo, 1000, n, local_size=1)
+        return
     sim = simulate(coll, algo, n, count=840 * n)
     S = 840 * n * 4
     want = cost(coll, algo, S, n, local_size=sim.local_size, segment=S / n)
@@ -123,11 +144,29 @@ def test_render_tells_the_story():
     ["all_gather", "--ranks", "3", "--algo", "binary_tree", "--count", "7"],
     ["broadcast", "--ranks", "6", "--algo", "hierarchical", "--root", "4"],
     ["all_reduce", "--ranks", "4", "--algo", "one_shot"],
+    ["reduce", "--ranks", "4", "--root", "2"],
+    ["gather", "--ranks", "5", "--algo", "direct", "--count", "11", "--root", "3"],
+    ["scatter", "--ranks", "4", "--algo", "recursive_doubling", "--root", "1"],
+    ["all_to_all", "--ranks", "3", "--algo", "one_shot"],
 ])
 def test_cli(capsys, args):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "checked" in out and "summary" in out
+
+
+def test_cli_says_what_point_to_point_costs(capsys):
+    assert main(["sendrecv", "--ranks", "2", "--count", "256"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "T = alpha + S beta" in out and "1 alpha + 1.02 KB beta" in out
+
+
+def test_cli_refuses_an_algorithm_that_does_not_run_the_collective(capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["all_to_all", "--algo", "ring"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "ring does not run all_to_all; its algorithms: " \
+        "one_shot, direct" in err
 
 
 def test_cli_refuses_ranks_that_do_not_split_into_nodes(capsys):

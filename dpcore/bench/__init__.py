@@ -1,9 +1,9 @@
 """nccl-tests style benchmark: `mpiexec -n N python -m dpcore.bench all_reduce --compare mpi`.
 
 harness.py is the one harness (buffers, timing, checking), options.py its flags, table.py its
-rows, cli.py the entry point; collectives.py holds each collective's hooks, devices.py where the
-buffers live (host or GPU), compare.py what runs beside dpcore (MPI, NCCL), floor.py the copy
-floor's bytes. See `python -m dpcore.bench -h` for the flags (nccl-tests' -b -e -f -n -w -c -d
+rows, cli.py the entry point; collectives.py holds each collective's hooks (and sendrecv's),
+patterns.py their exact inputs, devices.py where the buffers live (host or GPU), compare.py what
+runs beside dpcore (MPI, NCCL: their names for types and ops), floor.py the copy floor's bytes. See `python -m dpcore.bench -h` for the flags (nccl-tests' -b -e -f -n -w -c -d
 -o -r, plus --algo, --device cuda, --compare mpi|nccl, --floor, --repeat, --json).
 """
 from .cli import main, run

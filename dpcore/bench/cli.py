@@ -6,7 +6,7 @@ import sys
 
 from .._cli.errors import run_main
 from ..dtypes import parse_dtype
-from .collectives import COLLECTIVES
+from .collectives import TESTS
 from .devices import DeviceUnavailable, open_arrays
 from .harness import Bench
 from .options import parser
@@ -43,7 +43,7 @@ def main(argv=None, collective=None):
             check_matplotlib()
         except ImportError as e:
             p.error(str(e))
-    coll = COLLECTIVES[collective or args.collective]
+    coll = TESTS[collective or args.collective]
     ops = args.op if coll.reduces else ["sum"]
     try:  # before dpcore.init: a rank's GPU is chosen first
         arrays = open_arrays(args.device, MPI.COMM_WORLD)
@@ -59,6 +59,10 @@ def main(argv=None, collective=None):
         bench.use_model(*model)
         if coll.rooted and not 0 <= args.root < bench.n:
             bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
+            return 2
+        if coll.name == "sendrecv" and bench.n < 2:  # a rank may not send to itself
+            bench.say("# sendrecv sends to the next rank and receives from the previous one: "
+                      "run it on 2 ranks or more")
             return 2
         bench.header()
         for dtype_text in args.datatype:

@@ -2,8 +2,54 @@
 collective on host buffers, NCCL's (through CuPy) on GPU buffers. Either offers
 supports(coll, case) and run(coll, send, recv, case, in_place), and its columns are named by
 `name` ("mpi time", "nccl busbw", ...)."""
-from .collectives import NCCL_OPS, NCCL_TYPES, mpi_supported
+import numpy as np
+
 from .devices import one_line
+
+# -- MPI datatypes and ops ------------------------------------------------------------------
+
+_MPI_NAMES = {"float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "uint8": "UINT8_T",
+              "int32": "INT32_T", "int64": "INT64_T"}
+_MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM"}
+
+
+def mpi_supported(coll, case):
+    """Whether MPI can run this case: it has no float16/bfloat16 reduction."""
+    return not coll.reduces or case.dtype_name in _MPI_NAMES
+
+
+def mpi_buf(a, case):
+    from mpi4py import MPI
+
+    if case.dtype_name in _MPI_NAMES:
+        return [a, getattr(MPI, _MPI_NAMES[case.dtype_name])]
+    return [a.view(np.uint16), MPI.UINT16_T]  # moving 16-bit floats needs no arithmetic
+
+
+def mpi_op(case):
+    from mpi4py import MPI
+
+    return getattr(MPI, _MPI_OPS[case.op])  # avg is timed as MPI's SUM
+
+
+# NCCL's names in cupy.cuda.nccl. The in-place layouts are the harness's: reduce_scatter's output
+# and all_gather's input are the rank's shard of the larger buffer, at rank * count as NCCL wants.
+NCCL_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+              "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
+              "int64": "NCCL_INT64"}
+NCCL_OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",
+            "avg": "NCCL_AVG"}
+
+
+def nccl_group(nccl, ops, case):
+    """NCCL sends and recvs ((kind, array, peer), ...) in one group, as nccl-tests' hooks that
+    NCCL has no collective for."""
+    nccl.nccl.groupStart()
+    try:
+        for kind, a, peer in ops:
+            getattr(nccl.comm, kind)(a.data.ptr, a.size, nccl.dtype(case), peer, nccl.stream)
+    finally:
+        nccl.nccl.groupEnd()
 
 
 class MpiReference:

@@ -8,7 +8,8 @@ from ..comm.communicator import Communicator
 from ..cost.units import parse_bytes
 from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
-from .collectives import COLLECTIVES, dtype_name
+from .collectives import TESTS
+from .patterns import dtype_name
 
 # A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
 # take fewer iterations and the default sweep stays short on a small machine.
@@ -60,7 +61,7 @@ def parser(collective=None):
         prog=f"{collective}_perf" if collective else "python -m dpcore.bench",
         description="nccl-tests style benchmark of dpcore's collectives; run under mpiexec -n N")
     if collective is None:
-        p.add_argument("collective", choices=list(COLLECTIVES))
+        p.add_argument("collective", choices=list(TESTS))
     p.add_argument("-b", "--minbytes", type=parse_size, default=8, help="default 8")
     p.add_argument("-e", "--maxbytes", type=parse_size, default=parse_size("64M"),
                    help="default 64M")
@@ -80,7 +81,8 @@ def parser(collective=None):
                         "int64, or all")
     p.add_argument("-o", "--op", type=_op_names, default=["sum"],
                    help="sum (default), prod, max, min, avg, or all")
-    p.add_argument("-r", "--root", type=int, default=0, help="broadcast root (default 0)")
+    p.add_argument("-r", "--root", type=int, default=0,
+                   help="the root of broadcast, reduce, gather and scatter (default 0)")
     algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
     p.add_argument("--algo", default="auto", choices=algos,
                    help=f"{', '.join(algos)} (default auto)")

@@ -8,7 +8,9 @@ import numpy as np
 
 def algo_used(comm, coll_name, nbytes, algo):
     """The algorithm the communicator runs for a call of nbytes (the whole buffer S): `algo`
-    itself, or what "auto" picks."""
+    itself, or what "auto" picks; "p2p" for sendrecv (no collective algorithm)."""
+    if coll_name == "sendrecv":
+        return "p2p"
     if algo != "auto":
         return algo
     return comm.algorithm_for(coll_name, nbytes)
@@ -20,10 +22,16 @@ FLOOR_LARGE_BYTES = 64 << 20
 
 
 def model_columns(params, coll_name, row):
-    """pred_us: the model's time for the algorithm that ran; model_err%: against in-place."""
+    """pred_us: the model's time for the algorithm that ran (sendrecv: one message, priced with
+    the ring's fitted numbers); model_err%: against in-place."""
     from ..cost import predict
+    from ..cost.formulas import send_recv
+    from ..cost.params import params_for
 
-    pred = predict(coll_name, row["algo_used"], row["size"], row["nranks"], params) * 1e6
+    if coll_name == "sendrecv":
+        pred = params_for(params, "ring").time(send_recv(row["size"]), row["size"]) * 1e6
+    else:
+        pred = predict(coll_name, row["algo_used"], row["size"], row["nranks"], params) * 1e6
     measured = row["ip_time_us"]
     err = (pred - measured) / measured * 100 if measured else None
     return {"pred_us": pred, "model_err%": err}

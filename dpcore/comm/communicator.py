@@ -27,6 +27,7 @@ from .device_path import DevicePath
 from .exchanges import Exchanges
 from .host_path import HostPath
 from .p2p import PointToPoint
+from .p2p_calls import PointToPointCalls
 from .work import InFlight, Work
 
 # What a barrier passes for its (unused) buffers.
@@ -35,7 +36,7 @@ _EMPTY.flags.writeable = False
 _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 
-class Communicator(Exchanges):
+class Communicator(Exchanges, PointToPointCalls):
     """A group of ranks and the collectives among them (see docs/api.md); gather, scatter and
     all_to_all are Exchanges'."""
 
@@ -145,13 +146,11 @@ class Communicator(Exchanges):
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
         root = root_rank(root, self.size, "reduce")
-        if self.rank == root:
-            out_a, result = self._output(path, a, wrap, x, out, 0, a.shape)
-        elif out is not None:
+        if self.rank != root and out is not None:
             raise ValueError(f"dpcore: reduce's result is root {root}'s alone; out must be None "
                              f"on rank {self.rank}")
-        else:
-            out_a = result = None
+        out_a, result = (self._output(path, a, wrap, x, out, 0, a.shape) if self.rank == root
+                         else (None, None))
         return self._launch(path, REDUCE, dtype, opc, root,
                             choose(algo, "reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
@@ -220,40 +219,6 @@ class Communicator(Exchanges):
         """Returns once every rank has called it."""
         self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
                      None, False)
-
-    # -- point to point (dpcore.comm.p2p) --------------------------------------------------------
-
-    def send(self, x, peer, tag=0):
-        """Sends x to rank peer; returns once the peer has it (x may be reused)."""
-        self._checked_backend()
-        self._p2p.send(x, peer, tag)
-
-    def recv(self, out, peer=None, tag=0):
-        """Receives into out, in place, from rank peer (None: any rank); returns the source."""
-        self._checked_backend()
-        return self._p2p.recv(out, peer, tag)
-
-    def isend(self, x, peer, tag=0):
-        """send without waiting: a Work whose wait() returns None once the peer has x."""
-        self._checked_backend()
-        return self._p2p.isend(x, peer, tag)
-
-    def irecv(self, out, peer=None, tag=0):
-        """recv without waiting: a Work whose wait() returns the source rank."""
-        self._checked_backend()
-        return self._p2p.irecv(out, peer, tag)
-
-    def batch(self, ops):
-        """Issues a list of dpcore.P2POp together; [Work, ...]. A ring exchange (send to the
-        next rank, recv from the previous) completes whatever order they are waited in."""
-        self._checked_backend()
-        return self._p2p.batch(ops)
-
-    def _p2p_failed(self, error):
-        """A point-to-point op failed: the collectives refuse too, and the peers hear it."""
-        if self._backend is not None:  # else close() has passed it on
-            self._backend.pass_on(str(error))
-        ending.note_failure(error)
 
     # -- the checks every collective shares ---------------------------------------------------
 

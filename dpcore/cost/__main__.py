@@ -6,7 +6,8 @@ from ..bench.plot import check_matplotlib
 from .._cli.errors import run_main
 from . import memory, plots, scaling
 from .choose import best_algorithm, crossover, predict
-from .formulas import ALGORITHMS, COLLECTIVES, cost
+from .auto import beyond
+from .formulas import COLLECTIVES, algorithms, cost
 from .params import DEFAULT, Params, default_path, load
 from .units import fmt_bytes, fmt_time, parse_bytes, parse_count
 
@@ -165,7 +166,7 @@ def run_predict(args):
     params, source = _params(args)
     sizes = args.sizes
     n, kw = args.ranks, {"local_size": args.local_size}
-    algos = [a for a in ALGORITHMS if a != "hierarchical" or args.local_size]
+    algos = [a for a in algorithms(args.coll) if a != "hierarchical" or args.local_size]
     print(f"{args.coll} on {n} ranks, predicted time; parameters {source}")
     if isinstance(params, Params):
         print(f"  {params.describe()}")
@@ -191,9 +192,10 @@ def run_predict(args):
           "slot per rank):")
     for s in sizes:
         print(f"  {fmt_bytes(s, binary=True):>8}: {best[s][1]}")
-    x = crossover(args.coll, "one_shot", "ring", n, params, **kw)
+    other = beyond(args.coll)  # the ring, or direct where no ring runs the collective
+    x = crossover(args.coll, "one_shot", other, n, params, **kw)
     if x:
-        print(f"\none_shot and ring cross at {fmt_bytes(x, binary=True)} "
+        print(f"\none_shot and {other} cross at {fmt_bytes(x, binary=True)} "
               "(dpcore's algo='auto' switches there when these are fitted parameters, "
               "else at DPCORE_ONE_SHOT_MAX, 4 KiB by default)")
 

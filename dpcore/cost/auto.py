@@ -1,11 +1,12 @@
 """algo="auto": one_shot or ring, from the fitted crossover, at the cost of a dict lookup.
 
 The choice for a collective on n ranks is a band of sizes [lo, hi] (bytes, as Communicator._algo
-sees them) inside which one_shot runs; everything else goes around the ring. The band comes
+sees them) inside which one_shot runs; everything else goes around the ring, or, for the
+collectives no ring runs (gather, scatter, all_to_all), direct (beyond()). The band comes
 from, in this order:
   1. DPCORE_ONE_SHOT_MAX, when set in the environment: one_shot up to it (the user said so);
   2. the fitted cost model (`python -m dpcore.cost fit`, read by dpcore.cost.load()): one_shot
-     where its predicted time beats the ring's, i.e. below their crossover;
+     where its predicted time beats the ring's (or direct's), i.e. below their crossover;
   3. the built-in default: one_shot up to ONE_SHOT_MAX (4 KiB), or where the ranks of a node
      outnumber its cores, ONE_SHOT_MAX_OVERSUBSCRIBED (default_one_shot_max).
 and never past one_shot_limit, the most its shared slot holds. The band is computed once per
@@ -26,7 +27,8 @@ import math
 import os
 import sys
 
-from .. import settings
+from .. import collectives, settings
+from ..dtypes import ALGORITHMS
 from .choose import crossover, predict
 from .params import default_path, load
 from .units import fmt_bytes, fmt_time
@@ -47,11 +49,16 @@ _UNSET = object()
 _model = _UNSET          # (params or None, where they came from, transport they were fitted on)
 
 
+def beyond(coll):
+    """What auto weighs one_shot against: the ring, or direct where no ring runs coll."""
+    return "ring" if "ring" in collectives.get(coll).algorithms else "direct"
+
+
 def auto_code(coll, nbytes, n, one_shot_limit, rank=0, transport=None):
-    """0 (one_shot) or 1 (ring), Communicator's algorithm codes."""
+    """Communicator's algorithm code: 0 (one_shot), else beyond(coll)'s (ring 1, direct 3)."""
     lo, hi = bands(n, one_shot_limit, transport).get(coll) or \
         fill(coll, nbytes, n, one_shot_limit, rank, transport)
-    return 0 if lo <= nbytes <= hi else 1
+    return 0 if lo <= nbytes <= hi else ALGORITHMS[beyond(coll)]
 
 
 def bands(n, one_shot_limit, transport=None):
@@ -73,9 +80,10 @@ def fill(coll, nbytes, n, one_shot_limit, rank=0, transport=None):
 
 
 def auto_algorithm(coll, nbytes, n, one_shot_limit, transport=None):
-    """("one_shot" | "ring", reason): what algo="auto" runs for nbytes, and why."""
+    """("one_shot" | "ring" | "direct", reason): what algo="auto" runs for nbytes, and why
+    (past the band: beyond(coll))."""
     lo, hi, rule = band(coll, n, one_shot_limit, transport)
-    algo = "one_shot" if lo <= nbytes <= hi else "ring"
+    algo = "one_shot" if lo <= nbytes <= hi else beyond(coll)
     return algo, _reason(algo, rule, coll, nbytes, n, one_shot_limit, transport)
 
 
@@ -166,14 +174,15 @@ def one_shot_band(coll, n, limit, transport, forced, fitted, default_max):
     if forced is not None:
         return 0, min(forced, limit), ("env", forced)
     params, source, fitted_on = fitted
-    usable = params is not None and {"one_shot", "ring"} <= set(params)
+    other = beyond(coll)
+    usable = params is not None and {"one_shot", other} <= set(params)
     if usable and transport is not None and fitted_on is not None and fitted_on != transport:
         return 0, min(default_max, limit), ("other_transport", fitted_on, transport)
     if not usable:
         return 0, min(default_max, limit), ("default", None)
-    x = crossover(coll, "one_shot", "ring", n, params)
+    x = crossover(coll, "one_shot", other, n, params)
     one_shot_small = (predict(coll, "one_shot", 1, n, params) <=
-                      predict(coll, "ring", 1, n, params))
+                      predict(coll, other, 1, n, params))
     if x is None:
         lo, hi = (0, limit) if one_shot_small else _NEVER
     elif one_shot_small:  # the usual shape: one alpha beats the ring's steps until bytes win
@@ -196,10 +205,10 @@ def _fitted_field(path, field):
 
 def _reason(algo, rule, coll, nbytes, n, limit, transport):
     size, kib = fmt_bytes(nbytes, binary=True), lambda b: fmt_bytes(b, binary=True)
-    other = "ring" if algo == "one_shot" else "one_shot"
+    other = beyond(coll) if algo == "one_shot" else "one_shot"
     kind = rule[0]
-    if algo == "ring" and nbytes > limit:
-        past = f"ring: {size} is past one_shot's {kib(limit)} slot"
+    if algo != "one_shot" and nbytes > limit:
+        past = f"{algo}: {size} is past one_shot's {kib(limit)} slot"
         if kind == "fitted" and rule[1] is not None and rule[2] and nbytes >= rule[1]:
             past += f" (and above the fitted crossover at {kib(rule[1])})"
         return past
@@ -215,7 +224,7 @@ def _reason(algo, rule, coll, nbytes, n, limit, transport):
         return f"{algo}: {size} {side} {limit_text}, the default switch ({why})"
     _, x, one_shot_small, source = rule
     params = model()[0]
-    t = {a: predict(coll, a, nbytes, n, params) for a in ("one_shot", "ring")}
+    t = {a: predict(coll, a, nbytes, n, params) for a in ("one_shot", beyond(coll))}
     times = f"{fmt_time(t[algo])} vs {other} {fmt_time(t[other])} predicted"
     where = f"{coll} of {size} on {n} ranks"
     if x is None:
@@ -234,5 +243,5 @@ def _explain(coll, nbytes, n, limit, rank, transport):
 
 
 __all__ = ["ONE_SHOT_MAX", "ONE_SHOT_MAX_OVERSUBSCRIBED", "agree", "auto_algorithm", "auto_code",
-           "band", "bands", "default_one_shot_max", "fill", "forget", "model", "one_shot_band",
-           "use_params"]
+           "band", "bands", "beyond", "default_one_shot_max", "fill", "forget", "model",
+           "one_shot_band", "use_params"]

@@ -5,7 +5,7 @@ user can print.
 """
 import math
 
-from .formulas import ALGORITHMS, SEGMENT_BYTES, cost
+from .formulas import ALGORITHMS, SEGMENT_BYTES, algorithms, cost
 from .params import params_for
 from .units import fmt_bytes, fmt_time
 
@@ -45,9 +45,10 @@ def best_algorithm(coll, nbytes, n, params, choices=None, limits=None, **kw):
     """(algo, reason): the fastest of `choices` for this size by the model.
 
     limits: {algo: largest nbytes it accepts} (e.g. one_shot's slot); larger sizes skip it.
-    hierarchical is considered only when local_size is given.
+    hierarchical is considered only when local_size is given; an algorithm that does not run
+    coll never is.
     """
-    choices = list(choices or ALGORITHMS)
+    choices = [a for a in (choices or ALGORITHMS) if a in algorithms(coll)]
     if kw.get("local_size") is None and "hierarchical" in choices:
         choices.remove("hierarchical")
     limits = limits or {}

@@ -1,15 +1,21 @@
 """Alpha-beta-gamma costs of each collective under each algorithm.
 
 Notation, used in every docstring here: n ranks, S bytes (the whole buffer: the input of
-all_reduce and reduce_scatter, the output of all_gather, the payload of broadcast; nccl-tests'
-`size`), a chunk is S/n (one rank's share). Each function returns a Cost: steps (messages on
+all_reduce, reduce_scatter and reduce, the output of all_gather and gather, the payload of
+broadcast, the root's input of scatter, every rank's input of all_to_all; nccl-tests' `size`), a
+chunk is S/n (one rank's share). Each function returns a Cost: steps (messages on
 the critical path), bytes through one rank's port, bytes reduced. Time = alpha*steps +
 beta*bytes + gamma*reduced (Params.time). The model assumes one port per rank that sends and
 receives at once (full duplex) and that a step lasts as long as its busiest port.
 
 The ring's, one_shot's and direct's counts are their rows of the table of collectives
 (dpcore.collectives, csrc/include/dpcore/coll_table.h); the docstrings derive them. The log-step
-algorithms (binary tree, recursive doubling, Rabenseifner) live in trees.py.
+algorithms (binary tree, recursive doubling, Rabenseifner) live in trees.py. Not every algorithm
+runs every collective: algorithms(coll) lists those that do (the table's, and the textbook ones
+that apply), and the others are refused with a ValueError that names them.
+
+Point to point (send/recv) is not a collective and has no table row: one message of S bytes
+between two ranks, T = alpha + S beta (send_recv).
 """
 import math
 
@@ -17,7 +23,7 @@ from .. import collectives
 from .params import Cost
 from .trees import binary_tree, rabenseifner, recursive_doubling
 
-COLLECTIVES = collectives.MOVING  # all_reduce, reduce_scatter, all_gather, broadcast
+COLLECTIVES = collectives.MOVING  # all but barrier
 # dpcore's FIFO slot (DPCORE_SLOT_BYTES): the pipelining segment of the ring broadcast.
 SEGMENT_BYTES = 64 << 10
 
@@ -36,7 +42,12 @@ def ring(coll, S, n, segment=SEGMENT_BYTES):
     broadcast: a chain root -> root+1 -> ... cut into m = ceil(S / segment) segments; segment i
         leaves the root at step i and reaches the last rank n-2 steps later, so the chain runs
         n+m-2 steps of S/m bytes: T = (n+m-2) (alpha + S/m beta), about S beta for large S.
+    reduce: the broadcast's chain run backwards, root+1 -> ... -> root: every rank but the first
+        adds its input to the segment it receives before passing it on, the root keeps the sum.
+        T = (n+m-2) (alpha + S/m beta + S/m gamma)
+    gather, scatter, all_to_all: no ring (dpcore runs them one_shot or direct).
     """
+    check_runs(coll, "ring")
     if n <= 1:
         return Cost()
     counts = collectives.algo_cost(coll, "ring")
@@ -44,7 +55,8 @@ def ring(coll, S, n, segment=SEGMENT_BYTES):
         return _table_cost(counts, S, n)
     m = max(1, math.ceil(S / segment))
     steps = counts.steps.of(n, 1) + m - 1  # each segment after the first adds a step
-    return Cost(steps, steps * S / m)
+    # a reducing chain adds every segment it passes on: the critical path reduces what it moves
+    return Cost(steps, steps * S / m, steps * S / m if counts.reduced.chunks else 0)
 
 
 def one_shot(coll, S, n):
@@ -59,8 +71,16 @@ def one_shot(coll, S, n):
         T = alpha + 2 S beta + (n-1)/n S gamma
     all_gather: write the own chunk S/n, read the n-1 others.   T = alpha + S beta
     broadcast: the root writes S, then every other rank reads S.   T = alpha + 2 S beta
+    reduce: every rank writes S, the root reads all n slots and reduces them.
+        T = alpha + (n+1) S beta + (n-1) S gamma
+    gather: every rank writes its shard (S/n), the root reads the n-1 others.   T = alpha + S beta
+    scatter: the root writes the n-1 shards that are not its own, each rank reads its own.
+        T = alpha + S beta
+    all_to_all: every rank writes its input S, then reads its chunk from every slot (n S/n).
+        T = alpha + 2 S beta
     Bandwidth grows with n (every rank reads everything), so it wins only for small S.
     """
+    check_runs(coll, "one_shot")
     return _table_cost(collectives.algo_cost(coll, "one_shot"), S, n) if n > 1 else Cost()
 
 
@@ -77,7 +97,14 @@ def direct(coll, S, n):
     all_gather: rank r reads shard q from every peer q.   T = alpha + (n-1)/n S beta
     broadcast: every rank reads S from the root, whose memory serves the n-1 readers at once.
         T = alpha + (n-1) S beta
+    reduce: the root reads every peer's S and reduces it.   T = alpha + (n-1) S (beta + gamma)
+    gather: the root reads every peer's shard (S/n).   T = alpha + (n-1)/n S beta
+    scatter: every rank reads its shard out of the root's input.   T = alpha + (n-1)/n S beta
+    all_to_all: rank r reads chunk r of every peer's input.   T = alpha + (n-1)/n S beta
+        (without mapped peer memory (MPI) each chunk is one message, n-1 pairwise steps, which
+        the model still counts as one wait)
     """
+    check_runs(coll, "direct")
     return _table_cost(collectives.algo_cost(coll, "direct"), S, n) if n > 1 else Cost()
 
 
@@ -97,10 +124,19 @@ def naive(coll, S, n):
     all_gather: each worker sends its chunk, then receives the n-1 chunks it lacks:
         T = 2(n-1) alpha + ((n-1)/n + (n-1)^2/n) S beta = 2(n-1) alpha + (n-1) S beta
     broadcast: the root sends S to each rank in turn: T = (n-1) (alpha + S beta)
+    reduce: the workers send S to the root in turn, which adds each up:
+        T = (n-1) (alpha + S beta + S gamma)
+    gather: each worker in turn sends the root its shard: T = (n-1) (alpha + S/n beta)
+    scatter: the root sends each worker its shard in turn: T = (n-1) (alpha + S/n beta)
     Cost grows linearly in n for both terms: the reason collectives are not done this way.
     """
+    check_runs(coll, "naive")
     if n <= 1:
         return Cost()
+    if coll == "reduce":
+        return Cost(n - 1, (n - 1) * S, (n - 1) * S)
+    if coll in ("gather", "scatter"):
+        return Cost(n - 1, (n - 1) * S / n)
     if coll == "all_reduce":
         return Cost(2 * (n - 1), 2 * (n - 1) * S, (n - 1) * S)
     if coll == "reduce_scatter":
@@ -125,6 +161,7 @@ def hierarchical(coll, S, n, local_size, segment=SEGMENT_BYTES):
     all_gather: the inter-node all_gather of S/k, then the intra-node one of S.
     broadcast: a chain over the N nodes, then a chain inside every node (not overlapped).
     """
+    check_runs(coll, "hierarchical")
     if n % local_size:
         raise ValueError(f"hierarchical: {n} ranks do not split into nodes of {local_size}")
     k, N = local_size, n // local_size
@@ -150,6 +187,36 @@ FUNCTIONS = {"ring": ring, "one_shot": one_shot, "direct": direct,
              "hierarchical": hierarchical}
 ALGORITHMS = tuple(FUNCTIONS)
 
+# The collectives each textbook algorithm runs here (the table says which of ring, one_shot and
+# direct run which): all four of the original collectives; the rooted ones where a tree or a
+# server makes sense; none runs all_to_all, and Rabenseifner and hierarchical only the four.
+_CLASSIC = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
+_ROOTED = ("reduce", "gather", "scatter")
+_TEXTBOOK = {"recursive_doubling": _CLASSIC + _ROOTED, "rabenseifner": _CLASSIC,
+             "binary_tree": _CLASSIC + _ROOTED, "naive": _CLASSIC + _ROOTED,
+             "hierarchical": _CLASSIC}
+
+
+def algorithms(coll):
+    """The algorithms that run coll, in ALGORITHMS' order."""
+    table = collectives.get(coll).algorithms
+    return tuple(a for a in ALGORITHMS if a in table or coll in _TEXTBOOK.get(a, ()))
+
+
+def check_runs(coll, algo):
+    """ValueError unless algo runs coll, naming those that do."""
+    if algo not in algorithms(coll):
+        raise ValueError(f"{algo} does not run {coll}; its algorithms: "
+                         f"{', '.join(algorithms(coll))}")
+
+
+def send_recv(nbytes):
+    """Point to point: one message of S bytes from one rank to another (send and its recv), one
+    alpha and S through each of the two ports: T = alpha + S beta. A ring exchange (every rank
+    sends to the next and receives from the previous at once, nccl-tests' sendrecv) costs the
+    same per rank on full-duplex ports."""
+    return Cost(1, float(nbytes))
+
 
 def cost(coll, algo, nbytes, n, local_size=None, segment=SEGMENT_BYTES):
     """Cost of one collective (see the algorithm's function for the formula and derivation)."""
@@ -158,6 +225,7 @@ def cost(coll, algo, nbytes, n, local_size=None, segment=SEGMENT_BYTES):
     S, n = float(nbytes), int(n)
     if algo not in FUNCTIONS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {', '.join(ALGORITHMS)}")
+    check_runs(coll, algo)
     if algo == "ring":
         return ring(coll, S, n, segment)
     if algo == "hierarchical":

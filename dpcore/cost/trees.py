@@ -36,6 +36,11 @@ def recursive_doubling(coll, S, n):
         other n: fold in (alpha + S/n beta), W chunks, unfold ((n-1)/n S to each extra).
     broadcast: a binomial tree, the ranks that have the data double every step:
         T = ceil(log2 n) (alpha + S beta)
+    reduce: the binomial tree run backwards, every receiver adds what comes in:
+        T = ceil(log2 n) (alpha + S beta + S gamma)
+    scatter: a binomial scatter: at distance d the holder sends the next min(d, n-d) chunks,
+        ceil(log2 n) steps of (n-1)/n S in all when n is a power of two.
+    gather: the binomial scatter run backwards: the same steps and bytes.
     Few steps (latency-optimal) but all_reduce moves S per step: log2(n) S instead of the
     ring's 2S, so it wins for small S only.
     """
@@ -50,8 +55,16 @@ def recursive_doubling(coll, S, n):
         return Cost(L + 2 * f, f * (S + chunk) + W * chunk, f * S + W * chunk)
     if coll == "all_gather":
         return Cost(L + 2 * f, f * S + W * chunk)
+    if coll in ("gather", "scatter"):
+        return binomial_scatter(S, n)
     steps = log2_ceil(n)
-    return Cost(steps, steps * S)
+    return Cost(steps, steps * S, steps * S if coll == "reduce" else 0)
+
+
+def binomial_scatter(S, n):
+    """ceil(log2 n) steps; at distance d the holder sends min(d, n-d) chunks."""
+    Lc = log2_ceil(n)
+    return Cost(Lc, sum(min(1 << i, n - (1 << i)) for i in range(Lc)) * S / n)
 
 
 def rabenseifner(coll, S, n):
@@ -75,9 +88,7 @@ def rabenseifner(coll, S, n):
         return Cost(2 * L + 2 * f, 2 * f * S + 2 * W * chunk, f * S + W * chunk)
     if coll in ("reduce_scatter", "all_gather"):
         return recursive_doubling(coll, S, n)
-    Lc = log2_ceil(n)
-    scatter = sum(min(1 << i, n - (1 << i)) for i in range(Lc))
-    return Cost(Lc, scatter * chunk) + recursive_doubling("all_gather", S, n)
+    return binomial_scatter(S, n) + recursive_doubling("all_gather", S, n)
 
 
 def tree_levels(n):
@@ -114,6 +125,8 @@ def binary_tree(coll, S, n):
     reduce_scatter: reduce up, then scatter down: a child receives the chunks of its subtree,
         about S/2 at the first level, S/4 at the next..., so about 2S in all.
     all_gather: gather up (a child sends its subtree's chunks), then broadcast S down.
+    reduce: the reduce up alone (the root on top): T = h alpha + h S beta + h S gamma
+    gather, scatter: the gather up, or the scatter down, alone (subtrees' chunks).
     Not pipelined here (NCCL pipelines a double binary tree; then the S terms shrink to ~2S).
     """
     if n <= 1:
@@ -126,6 +139,10 @@ def binary_tree(coll, S, n):
     up = Cost(h, h * S, h * S)
     if coll == "broadcast":
         return down
+    if coll == "reduce":
+        return up
+    if coll in ("gather", "scatter"):
+        return subtrees
     if coll == "all_reduce":
         return up + down
     if coll == "reduce_scatter":

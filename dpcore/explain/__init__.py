@@ -12,7 +12,7 @@ Command line: python -m dpcore.explain all_reduce --ranks 4 --algo ring
 import numpy as np
 
 from .. import collectives
-from ..cost.formulas import ALGORITHMS, COLLECTIVES
+from ..cost.formulas import ALGORITHMS, COLLECTIVES, check_runs
 from ..sharding import shard_range
 from . import schedules
 from .sim import ScheduleError, Simulation, Step, Transfer
@@ -37,6 +37,7 @@ def simulate(coll, algo, n, count=None, dtype="float32", root=0, local_size=None
         raise ValueError(f"unknown collective {coll!r}; expected one of {', '.join(COLLECTIVES)}")
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {', '.join(ALGORITHMS)}")
+    check_runs(coll, algo)
     if n < 1 or not 0 <= root < n:
         raise ValueError(f"need n >= 1 ranks and a root in [0, n), got n={n}, root={root}")
     count = 840 * n if count is None else int(count)
@@ -49,10 +50,13 @@ def simulate(coll, algo, n, count=None, dtype="float32", root=0, local_size=None
     k = local_size or default_local_size(n)
     if algo == "hierarchical" and n % k:
         raise ValueError(f"hierarchical: {n} ranks do not split into nodes of {k}")
-    chained = collectives.algo_cost(coll, "ring").chain and algo in ("ring", "hierarchical")
+    ring = collectives.get(coll).algorithms.get("ring")
+    chained = ring is not None and ring.chain and algo in ("ring", "hierarchical")
     m = (segments or n) if chained else n
     piece_bytes = [(hi - lo) * itemsize for lo, hi in (shard_range(count, m, i)
                                                        for i in range(m))]
+    if coll == "all_to_all":  # piece p*n + q: rank p's chunk for rank q
+        piece_bytes = piece_bytes * n
     steps = [] if n == 1 else _steps(coll, algo, n, root, k, m)
     initial, expected = _start_and_goal(coll, n, m, root)
     node_of = (lambda r: r // k) if algo == "hierarchical" else None
@@ -70,16 +74,31 @@ def _steps(coll, algo, n, root, k, m):
 
 
 def _start_and_goal(coll, n, m, root):
-    """Who holds what at the start, and what each rank must hold at the end."""
+    """Who holds what at the start, and what each rank must hold at the end (None: anything)."""
     everyone = frozenset(range(n))
     row = collectives.get(coll)
-    if row.reduces:
+    if coll == "all_to_all":  # piece p*n + q goes from rank p to rank q
+        initial = {r: [frozenset([p]) if p == r else None for p in range(n) for _ in range(n)]
+                   for r in range(n)}
+        expected = {r: [frozenset([p]) if q == r else None for p in range(n) for q in range(n)]
+                    for r in range(n)}
+    elif coll == "gather":
+        initial = {r: [frozenset([r]) if c == r else None for c in range(m)] for r in range(n)}
+        expected = {r: [frozenset([c]) if r == root else None for c in range(m)]
+                    for r in range(n)}
+    elif coll == "scatter":
+        initial = {r: [frozenset([root]) if r == root else None] * m for r in range(n)}
+        expected = {r: [frozenset([root]) if c == r else None for c in range(m)]
+                    for r in range(n)}
+    elif row.reduces:
         initial = {r: [frozenset([r])] * m for r in range(n)}
-        if row.output == "same_as_input":
+        if coll == "reduce":
+            expected = {r: [everyone if r == root else None] * m for r in range(n)}
+        elif row.output == "same_as_input":
             expected = {r: [everyone] * m for r in range(n)}
         else:  # its own shard
             expected = {r: [everyone if c == r else None for c in range(m)] for r in range(n)}
-    elif row.output == "sum_of_shards":
+    elif row.output == "sum_of_shards":  # all_gather
         initial = {r: [frozenset([r]) if c == r else None for c in range(m)] for r in range(n)}
         expected = {r: [frozenset([c]) for c in range(m)] for r in range(n)}
     else:

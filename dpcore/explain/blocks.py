@@ -9,6 +9,13 @@ from itertools import zip_longest
 from .sim import Step, Transfer
 
 
+def backwards(steps, reduce, phase):
+    """The steps in reverse order, every transfer turned round: a broadcast tree run backwards
+    is a reduce (reduce=True: receivers add) and a scatter run backwards a gather."""
+    return [Step([Transfer(t.dst, t.src, t.pieces, reduce) for t in s.transfers], phase)
+            for s in reversed(steps)]
+
+
 def together(*schedules):
     """Run schedules side by side: their k-th steps happen at the same time."""
     steps = []
@@ -35,15 +42,16 @@ def ring_all_gather(group, parts, phase="all-gather"):
                   for p in range(m)], phase) for k in range(m - 1)]
 
 
-def ring_chain(chain, segments, phase="chain"):
+def ring_chain(chain, segments, phase="chain", reduce=False):
     """Broadcast down chain[0] -> chain[1] -> ...: segment i leaves the root at step i, so at
-    step t position p forwards segment t-p; m + len(chain) - 2 steps in all."""
+    step t position p forwards segment t-p; m + len(chain) - 2 steps in all. reduce: every
+    receiver adds what comes in (a reduce, whose chain ends at the root)."""
     m, length = len(segments), len(chain)
     if length < 2:
         return []
     steps = []
     for t in range(m + length - 2):
-        moves = [Transfer(chain[p], chain[p + 1], (segments[t - p],), False)
+        moves = [Transfer(chain[p], chain[p + 1], (segments[t - p],), reduce)
                  for p in range(length - 1) if 0 <= t - p < m]
         steps.append(Step(moves, phase))
     return steps

@@ -2,17 +2,18 @@
 import textwrap
 
 from .. import collectives
-from ..cost.formulas import cost, derivation
+from ..cost.formulas import cost, derivation, send_recv
 from ..cost.units import fmt_bytes
 
 PICTURES = {
-    "ring": "rank r sends to r+1 and receives from r-1 (a broadcast is a chain from the root); "
-            "the schedule is read from dpcore._C.ring_trace, the verbs csrc/algo/ring.h runs",
+    "ring": "rank r sends to r+1 and receives from r-1 (a broadcast is a chain from the root, a "
+            "reduce a chain to it); the schedule is read from dpcore._C.ring_trace, the verbs "
+            "csrc/algo/ring.h runs",
     "one_shot": "every rank copies its buffer into its own shared slot, waits once, then reads "
                 "the slots it needs and reduces them in rank order",
     "direct": "every rank reads what it needs straight from the peers' buffers "
-              "(process_vm_readv): its own chunk of every input to reduce, then the other "
-              "reduced chunks from their owners",
+              "(process_vm_readv; over MPI, one message per chunk): all_reduce reads its own "
+              "chunk of every input to reduce, then the other reduced chunks from their owners",
     "recursive_doubling": "at each step rank q pairs with q XOR d for d = 1, 2, 4, ..; "
                           "ranks beyond a power of two are folded onto the first ones; a "
                           "broadcast is a binomial tree",
@@ -39,14 +40,17 @@ def _example(n):
 def render(sim):
     n = sim.n
     kind = "c" if sim.piece_kind == "chunk" else "s"
-    S = sum(sim.piece_bytes)
+    S = sim.nbytes
     head = [f"{sim.coll}, {sim.algo}, {n} rank{'s' * (n != 1)}, count {sim.count} {sim.dtype}: "
             f"S = {fmt_bytes(S)}, a {sim.piece_kind} is {_size_range(sim.piece_bytes)}"]
     head += textwrap.wrap(PICTURES[sim.algo][0].upper() + PICTURES[sim.algo][1:] + ".", 100)
     if sim.algo == "hierarchical":
         head.append(f"{n // sim.local_size} nodes of {sim.local_size} ranks: rank j*"
                     f"{sim.local_size}+l is local rank l of node j.")
-    if sim.piece_kind == "chunk":
+    if sim.coll == "all_to_all":
+        head.append(f"Chunk p*{n}+q is rank p's chunk for rank q (dpcore.shard_range of its "
+                    "input).")
+    elif sim.piece_kind == "chunk":
         head.append("Chunk c is rank c's share of the buffer (dpcore.shard_range).")
     else:
         head.append(f"The buffer travels in {len(sim.piece_bytes)} segments (dpcore pipelines "
@@ -141,9 +145,22 @@ def _size_range(sizes):
     return fmt_bytes(lo) if lo == hi else f"{fmt_bytes(lo)} to {fmt_bytes(hi)}"
 
 
+def point_to_point(n, nbytes):
+    """explain's words for send/recv, which is not a collective: no schedule to draw."""
+    c = send_recv(nbytes)
+    text = ("send/recv is point to point, not a collective: one rank's comm.send(x, peer) "
+            "meets the peer's comm.recv(out, source), in order per pair of ranks, and nobody "
+            "else takes part. One message of S bytes costs one alpha and S through each of the "
+            f"two ports: T = alpha + S beta; here S = {fmt_bytes(nbytes)}: {c.describe()}. "
+            f"A ring exchange on {n} ranks (each sends to the next and receives from the "
+            "previous at once: comm.batch, nccl-tests' sendrecv) costs every rank the same, "
+            "since a port sends and receives at once.")
+    return "\n".join(textwrap.wrap(text, 100))
+
+
 def summary(sim):
     """Totals, the checks that passed, the cost model's formula beside the simulation."""
-    n, S = sim.n, sum(sim.piece_bytes)
+    n, S = sim.n, sim.nbytes
     c = sim.cost
     sent = [sim.sent_bytes.get(r, 0) for r in range(n)]
     busiest = f" (most: r{sent.index(max(sent))})" if min(sent) != max(sent) else ""
@@ -156,7 +173,11 @@ def summary(sim):
     goal = {"all_reduce": "Every rank holds every chunk, complete",
             "reduce_scatter": "Rank r holds chunk r, complete",
             "all_gather": "Every rank holds every rank's chunk",
-            "broadcast": "Every rank holds the root's buffer"}[sim.coll]
+            "broadcast": "Every rank holds the root's buffer",
+            "reduce": "The root holds every chunk, complete",
+            "gather": "The root holds every rank's chunk",
+            "scatter": "Rank r holds the root's chunk r",
+            "all_to_all": "Rank q holds chunk q of every rank's input"}[sim.coll]
     notes.append(f"{goal}: checked.")
     model = cost(sim.coll, sim.algo, S, n, local_size=sim.local_size,
                  segment=S / len(sim.piece_bytes))

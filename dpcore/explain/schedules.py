@@ -12,14 +12,16 @@ SEND_VERBS = {"send", "recvReduceSend", "recvReduceCopySend", "recvCopySend", "c
 
 def ring_from_trace(coll, n, root=0, segments=1):
     """Steps of dpcore's ring read off ring_trace: verb t of rank r sends at step t (all-reduce,
-    reduce-scatter, all-gather) or at step round + position (broadcast chain), and the next
-    rank's matching verb must receive the same piece."""
+    reduce-scatter, all-gather) or at step round + position (the chains: broadcast's from the
+    root, reduce's from root+1 to the root), and the next rank's matching verb must receive the
+    same piece."""
     from .._C import ring_trace
 
     if collectives.algo_cost(coll, "ring").chain:
         # one element per segment, one segment per round
         traces = [ring_trace(coll, segments, r, n, 1, root) for r in range(n)]
-        when = lambda r, i: i + (r - root) % n  # noqa: E731
+        first = root + (coll == "reduce")
+        when = lambda r, i: i + (r - first) % n  # noqa: E731
         answer = lambda r, i: (traces[(r + 1) % n][i], i)  # noqa: E731
     else:
         # one element per chunk and one round, so an element offset is a chunk index
@@ -39,7 +41,7 @@ def ring_from_trace(coll, n, root=0, segments=1):
             t = Transfer(r, (r + 1) % n, (start,), "Reduce" in rverb)
             moves.setdefault(when(r, i), []).append(t)
     phase = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
-             "broadcast": "chain"}
+             "broadcast": "chain", "reduce": "chain"}
     return [Step(moves[t], phase.get(coll) or ("reduce-scatter" if t < n - 1 else "all-gather"))
             for t in sorted(moves)]
 
@@ -53,6 +55,9 @@ def ring_python(coll, n, root=0, segments=1):
         return b.ring_reduce_scatter(group, parts)
     if coll == "all_gather":
         return b.ring_all_gather(group, parts)
+    if coll == "reduce":
+        return b.ring_chain([(root + 1 + i) % n for i in range(n)], list(range(segments)),
+                            reduce=True)
     return b.ring_chain([(root + i) % n for i in range(n)], list(range(segments)))
 
 
@@ -61,7 +66,10 @@ def one_shot(coll, n, root=0):
     wait for all slots, every rank reads what it needs from every slot, in rank order."""
     every = tuple(range(n))
     slot = lambda q: ("slot", q)  # noqa: E731
-    if coll == "broadcast":
+    others = [r for r in range(n) if r != root]
+    if coll in ("gather", "scatter", "all_to_all", "reduce"):
+        write, read = _one_shot_rooted(coll, n, root, every, slot, others)
+    elif coll == "broadcast":
         write = [Transfer(root, slot(root), every, False)]
         read = [Transfer(slot(root), r, every, False) for r in range(n) if r != root]
     elif coll == "all_gather":
@@ -74,11 +82,39 @@ def one_shot(coll, n, root=0):
     return [Step(write, "write own slot", sync=False), Step(read, "read every slot")]
 
 
+def _one_shot_rooted(coll, n, root, every, slot, others):
+    """one_shot's writes and reads for reduce, gather, scatter and all_to_all (whose piece
+    p*n + q is rank p's chunk for rank q)."""
+    if coll == "reduce":  # the root reads every slot, its own included, in rank order
+        return ([Transfer(r, slot(r), every, False) for r in range(n)],
+                [Transfer(slot(q), root, every, q > 0) for q in range(n)])
+    if coll == "gather":
+        return ([Transfer(r, slot(r), (r,), False) for r in range(n)],
+                [Transfer(slot(q), root, (q,), False) for q in others])
+    if coll == "scatter":  # the root's own shard stays where it is
+        return ([Transfer(root, slot(root), tuple(others), False)],
+                [Transfer(slot(root), r, (r,), False) for r in others])
+    return ([Transfer(r, slot(r), tuple(r * n + q for q in range(n)), False) for r in range(n)],
+            [Transfer(slot(p), r, (p * n + r,), False) for r in range(n) for p in range(n)])
+
+
 def direct(coll, n, root=0):
     """Every rank reads from the peers' own buffers, no slots in between. Reductions: rank r
     reads chunk r of every peer's input and adds it up; after one wait for all chunks,
     all_reduce reads every other chunk from its owner's output."""
     others = lambda r: [q for q in range(n) if q != r]  # noqa: E731
+    if coll == "reduce":
+        return [Step([Transfer(q, root, tuple(range(n)), True) for q in others(root)],
+                     "the root reduces every peer's input")]
+    if coll == "gather":
+        return [Step([Transfer(q, root, (q,), False) for q in others(root)],
+                     "the root reads every peer's shard")]
+    if coll == "scatter":
+        return [Step([Transfer(root, r, (r,), False) for r in others(root)],
+                     "read own shard from the root's input")]
+    if coll == "all_to_all":
+        return [Step([Transfer(q, r, (q * n + r,), False) for r in range(n) for q in others(r)],
+                     "read own chunk of every peer's input")]
     if coll == "broadcast":
         return [Step([Transfer(root, r, tuple(range(n)), False) for r in others(root)],
                      "read the root's buffer")]
@@ -94,6 +130,11 @@ def direct(coll, n, root=0):
 
 
 def recursive_doubling(coll, n, root=0):
+    if coll in ("reduce", "gather"):  # the binomial broadcast or scatter run backwards
+        down = b.binomial(n, root, scatter=coll == "gather", phase="")
+        return b.backwards(down, coll == "reduce", f"binomial {coll}")
+    if coll == "scatter":
+        return b.binomial(n, root, scatter=True, phase="binomial scatter")
     if coll == "all_reduce":
         return b.fold_in(n, True) + b.butterfly_exchange(n) + b.fold_out(n, "all")
     if coll == "reduce_scatter":
@@ -114,6 +155,11 @@ def rabenseifner(coll, n, root=0):
 
 def binary_tree(coll, n, root=0):
     every = lambda i: tuple(range(n))  # noqa: E731
+    if coll == "reduce":  # the root on top, as the broadcast's
+        return b.backwards(b.tree_down(n, root, every, ""), True, "reduce up")
+    if coll in ("gather", "scatter"):
+        down = b.tree_down(n, root, b.subtree_chunks(n, root), "scatter down")
+        return down if coll == "scatter" else b.backwards(down, False, "gather up")
     if coll == "broadcast":
         return b.tree_down(n, root, every, "down the tree")
     if coll == "all_gather":
@@ -127,6 +173,12 @@ def binary_tree(coll, n, root=0):
 
 def naive(coll, n, root=0):
     every = lambda w: tuple(range(n))  # noqa: E731
+    if coll == "reduce":
+        return b.server_gather(n, root, every, True, "reduce at the root")
+    if coll == "gather":
+        return b.server_gather(n, root, lambda w: (w,), False, "gather at the root")
+    if coll == "scatter":
+        return b.server_scatter(n, root, lambda w: (w,), "root sends")
     if coll == "broadcast":
         return b.server_scatter(n, root, every, "root sends")
     if coll == "all_gather":

@@ -55,6 +55,13 @@ class Simulation:
     sent_bytes: dict = field(default_factory=dict)    # rank -> bytes it sent
     cost: Cost = None
 
+    @property
+    def nbytes(self):
+        """S, the cost model's buffer: every piece's bytes, but all_to_all's pieces are every
+        rank's chunks for every rank (piece p*n + q: p's for q), n times S."""
+        total = sum(self.piece_bytes)
+        return total // self.n if self.coll == "all_to_all" else total
+
     def run(self):
         state = {h: list(v) for h, v in self.initial.items()}
         self.reductions = [0] * len(self.piece_bytes)

@@ -7,7 +7,10 @@ nothing extra). Sent bytes are counted from the collectives the engine issues, a
 them (dpcore.collectives.ring_share: each rank sends (N-1)/N of a reduce-scatter's input and of
 an all-gather's output, twice that for an all-reduce, and on average (N-1)/N of a broadcast).
 The same rule whatever algorithm the communicator picks for small messages, so the totals
-compare with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step.
+compare with the ZeRO paper's 2 psi (stages 0-2) and 3 psi (stage 3) per step. A reduce is a
+chain as a broadcast is; gather, scatter and all_to_all have no ring: a rank counts what it
+sends in their one schedule of moves (its shard to the root, the root's shards to the others,
+its chunks for the other ranks), as send counts its message.
 """
 import time
 
@@ -70,6 +73,31 @@ class CountingComm:
     def broadcast(self, x, *args, **kwargs):
         self._count("broadcast", x.nbytes)
         return self._comm.broadcast(x, *args, **kwargs)
+
+    def reduce(self, x, *args, **kwargs):
+        self._count("reduce", x.nbytes)
+        return self._comm.reduce(x, *args, **kwargs)
+
+    def _add(self, name, nbytes):
+        self.sent[name] = self.sent.get(name, 0) + nbytes
+
+    def gather(self, s, root=0, *args, **kwargs):
+        self._add("gather", 0 if self._comm.rank == root else s.nbytes)
+        return self._comm.gather(s, root, *args, **kwargs)
+
+    def scatter(self, x, out, root=0, *args, **kwargs):
+        self._add("scatter", x.nbytes - out.nbytes if self._comm.rank == root else 0)
+        return self._comm.scatter(x, out, root, *args, **kwargs)
+
+    def all_to_all(self, x, out=None, splits=None, *args, **kwargs):
+        n, rank = self._comm.size, self._comm.rank
+        own = splits[rank] * x.itemsize if splits is not None else x.nbytes // n
+        self._add("all_to_all", x.nbytes - own)
+        return self._comm.all_to_all(x, out, splits, *args, **kwargs)
+
+    def send(self, x, *args, **kwargs):
+        self._add("send", x.nbytes)
+        return self._comm.send(x, *args, **kwargs)
 
     def wait_all(self, works):
         """Wait for every Work; the time counts as exposed communication."""

@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""nccl-tests' scatter_perf on dpcore, e.g.
+
+    mpiexec -n 2 python benchmarks/scatter_perf.py -b 8 -e 1M --compare mpi
+
+Same flags as `python -m dpcore.bench scatter` (-b -e -f -n -w -c -d -o -r -a, --compare mpi,
+--repeat, --json); the harness is dpcore/bench/harness.py.
+"""
+from dpcore.bench import run
+
+if __name__ == "__main__":
+    run(collective="scatter")
