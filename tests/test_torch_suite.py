@@ -18,7 +18,8 @@ SLICE = [
     "test_all_reduce_sum", "test_all_reduce_coalesced_sum", "test_sparse_all_reduce_sum",
     "test_broadcast", "test_all_gather", "test_all_gather_coalesced_with_empty", "test_barrier",
     "test_barrier_timeout_global", "test_reduce_sum", "test_send_recv_any_source",
-    "test_batch_isend_irecv_gloo",
+    "test_batch_isend_irecv_gloo", "test_gather", "test_scatter",
+    "test_all_to_all_single_unequal_split",
 ]
 
 
