@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import dpcore
 from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
 from test_faults import remove_mpi_shm_leftovers
 
@@ -63,8 +64,23 @@ def test_mismatches_through_torch_fail_on_every_rank_at_once():
     tensors of one byte size but different dtypes are a CommError on every rank (the header
     carries the dtype and element count, not bytes); an async call's error through its future is
     one line that carries dpcore's message (torch words it; Work.wait() raises the CommError
-    itself); new_group with rank lists that differ between ranks fails where they differ."""
+    itself); new_group with rank lists that differ between ranks fails where they differ.
+    Issue 24: all_to_all_single splits that disagree, sparse tensors of different shapes, and a
+    send against a recv of another dtype are a CommError on every rank taking part."""
     output = run_ok("torch_mismatch.py", 3, env={"DPCORE_TIMEOUT": "5"}, timeout=120)
+    for case, verb in (("splits", "all_to_all"), ("sparse", "all_gather"), ("p2p", "irecv")):
+        if not hasattr(dpcore.Communicator, verb):  # issue 24's verbs land from several branches
+            continue
+        lines = rank_lines(output, case)
+        assert set(lines) == {0, 1, 2}, output
+        for rank, line in lines.items():
+            seconds, kind, _, message = line.split(" | ")
+            if case == "p2p" and rank == 2:
+                assert kind == "none", output
+                continue
+            assert kind == "CommError" and float(seconds) < 5, output
+            assert {"splits": "all_to_all", "sparse": "sparse all_reduce",
+                    "p2p": "rank"}[case] in message, output
     for case in ("bytes_broadcast", "bytes_gather", "future", "members"):
         lines = rank_lines(output, case)
         assert set(lines) == {0, 1, 2}, output

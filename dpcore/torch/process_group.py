@@ -6,7 +6,8 @@ Work that is already done; an async one is submitted to dpcore's worker thread, 
 future is completed by the group's completion thread (work.py). Results land where torch wants
 them: in place for all_reduce and broadcast (`out=` the tensor's own memory), straight into the
 output tensor for the `_single` (into_tensor) forms, through a copy only where torch's layout
-is a list of tensors.
+is a list of tensors. reduce, gather, scatter and all_to_all are in exchanges.py, send and recv
+in point_to_point.py, the sparse all_reduce in sparse.py: the group derives from their classes.
 """
 import threading
 from threading import get_ident
@@ -14,7 +15,11 @@ from threading import get_ident
 import torch
 import torch.distributed as dist
 
-from . import connect
+import dpcore
+
+from . import connect, sparse
+from .exchanges import Exchanges, rows
+from .point_to_point import PointToPoint
 from .tensors import as_array, as_moved, one, op_name
 from .work import Completer, Done, Pending
 
@@ -28,7 +33,7 @@ def create(options, backend_options=None):
     return ProcessGroup(comm)
 
 
-class ProcessGroup(dist.ProcessGroup):
+class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):
     """A torch process group whose collectives are dpcore's, on one dpcore communicator."""
 
     def __init__(self, comm):
@@ -74,7 +79,11 @@ class ProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         op = op_name(opts.reduceOp) if opts is not None else "sum"
-        a = as_array(tensors[0] if len(tensors) == 1 else one(tensors, "all_reduce"))
+        t = tensors[0] if len(tensors) == 1 else one(tensors, "all_reduce")
+        if t.layout is not torch.strided:  # sparse: gathered and summed, on this thread
+            self._check_thread()
+            return Done([sparse.all_reduce(self._comm, t, op)])
+        a = as_array(t)
         if opts is not None and not opts.asyncOp and get_ident() == self._owner:
             self._comm.all_reduce(a, op=op, out=a)  # a user's loop: _issue's path, inlined
             return Done(tensors)
@@ -112,16 +121,8 @@ class ProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         """all_gather into a list of tensors: gathered into one buffer, then copied out."""
-        outputs, t = one(output_lists, "all_gather"), one(inputs, "all_gather")
-        if len(outputs) != self.size() or any(o.numel() != t.numel() for o in outputs):
-            raise ValueError(f"dpcore: all_gather needs {self.size()} output tensors of the "
-                             f"input's {t.numel()} elements")
-        flat = torch.empty((self.size(), t.numel()), dtype=t.dtype)
-
-        def copy_out():
-            for o, row in zip(outputs, flat):
-                o.copy_(row.view(o.shape))
-
+        t = one(inputs, "all_gather")
+        flat, copy_out = rows(one(output_lists, "all_gather"), t, self.size(), "all_gather")
         i, f = as_moved(t, "input"), as_moved(flat)
         return self._issue(opts, output_lists, [lambda async_op: self._comm.all_gather(
             i, out=f, async_op=async_op)], copy_out)
@@ -153,6 +154,35 @@ class ProcessGroup(dist.ProcessGroup):
         return self._issue(opts, outputs, [lambda async_op: self._comm.reduce_scatter(
             i, op=op, out=o, async_op=async_op)])
 
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        """all_gather_coalesced: output_lists[r][j] gets rank r's inputs[j]. Every rank's inputs,
+        flat and concatenated, travel in one all_gather; copied out once it is done. In their
+        dtype where they share one (the call's header compares it between ranks), else as bytes."""
+        sizes = [t.numel() for t in inputs]
+        if len(output_lists) != self.size() or any(
+                [(o.numel(), o.dtype) for o in outputs] != [(t.numel(), t.dtype) for t in inputs]
+                for outputs in output_lists):
+            raise ValueError(f"dpcore: all_gather_coalesced needs {self.size()} output lists, "
+                             f"each of tensors of the inputs' sizes {sizes} and dtypes")
+        typed = len({t.dtype for t in inputs}) == 1
+
+        def flat(t):
+            t = t.detach().reshape(-1)
+            return t if typed else t.view(torch.uint8)
+
+        send = torch.cat([flat(t) for t in inputs]) if inputs else torch.empty(0)
+        gathered = torch.empty((self.size(), send.numel()), dtype=send.dtype)
+
+        def copy_out():
+            for outputs, row in zip(output_lists, gathered):
+                for o, piece in zip(outputs, row.split(
+                        [o.numel() * (1 if typed else o.element_size()) for o in outputs])):
+                    o.copy_(piece.view(o.dtype).view(o.shape))
+
+        i, g = as_moved(send, "input"), as_moved(gathered)
+        return self._issue(opts, output_lists, [lambda async_op: self._comm.all_gather(
+            i, out=g, async_op=async_op)], copy_out)
+
     # The coalesced forms: a dpcore call per pair, one Work for them all.
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         return self._issue(opts, outputs, [self._gather_into(o, i)
@@ -167,30 +197,11 @@ class ProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts=None):
         self._check_thread()
-        self._comm.barrier()  # queued after the async calls before it, like any collective
+        try:
+            self._comm.barrier()  # queued after the async calls before it, like any collective
+        except dpcore.CommError as e:
+            raise torch_worded(e) from None
         return Done([])
-
-    # torch's calls that are not dpcore collectives: a clear error instead of torch's "No backend
-    # type associated with device type cpu" (what a Python group without them would raise).
-    def _not_dpcore(name):
-        def refuse(self, *args, **kwargs):
-            raise NotImplementedError(
-                f"dpcore: torch.distributed's {name} is not a dpcore collective, so the dpcore "
-                f"backend does not run it (it runs all_reduce, broadcast, all_gather, "
-                f"reduce_scatter and barrier); use a gloo group for it "
-                f"(dist.new_group(backend='gloo'))")
-        refuse.__name__ = name
-        return refuse
-
-    reduce = _not_dpcore("reduce")
-    gather = _not_dpcore("gather")
-    scatter = _not_dpcore("scatter")
-    alltoall = _not_dpcore("all_to_all")
-    alltoall_base = all_to_all_single = _not_dpcore("all_to_all_single")
-    send = _not_dpcore("send")
-    recv = recv_anysource = _not_dpcore("recv")
-    allgather_coalesced = _not_dpcore("all_gather_coalesced")
-    del _not_dpcore
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -223,6 +234,15 @@ class ProcessGroup(dist.ProcessGroup):
                 f"{self._owner_name!r} and takes collectives only from it; this call came from "
                 f"{me.name!r} (a future's .then() callback runs on dpcore's completion thread: "
                 f"issue collectives from the thread that made the group)")
+
+
+def torch_worded(error):
+    """error, a timeout worded as gloo and NCCL word theirs ("Timed out"), which torch's
+    tests and users' scripts look for: dpcore's message itself says "timed out after"."""
+    message = str(error)
+    if ": timed out after" not in message:
+        return error
+    return type(error)(message.replace(": timed out after", ": Timed out after", 1))
 
 
 def _pairs(outputs, inputs):

@@ -63,14 +63,15 @@ class Pending(dist.Work):
         self._future = self._source.then(torch._C.Future.value)
         self._lock = threading.Lock()
         self._finished, self._error = False, None
+        self.results = []  # what each job's wait() returned (an irecv's: the source rank)
 
     def finish(self, timeout=None):
         """Wait for the collectives and run `then`, once; raise their error, on every call."""
         with self._lock:
             if not self._finished:
                 try:
-                    for job in self._jobs:
-                        job.wait(timeout)
+                    for job in self._jobs[len(self.results):]:
+                        self.results.append(job.wait(timeout))
                     if self._then is not None:
                         self._then()
                 except TimeoutError:  # still running: a later wait may see it through

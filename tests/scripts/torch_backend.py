@@ -1,5 +1,5 @@
 """The torch.distributed backend "dpcore" under mpiexec, against gloo in the same job: every
-collective torch routes to a backend (torch_collectives.py), DDP and FSDP
+collective torch routes to a backend (torch_collectives.py, torch_exchanges.py), DDP and FSDP
 (torch_training.py), and errors: a mismatched call raises dpcore.CommError on every rank, from
 the call, from Work.wait(), from the future and from DDP's backward().
 
@@ -15,6 +15,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import torch_collectives as coll
+import torch_exchanges as exch
 import torch_training as train
 from checks import Checker, say
 from torch_kit import start
@@ -26,8 +27,13 @@ check.true(dist.group.WORLD.communicator.rank == rank, "dpcore's rank is torch's
 
 for part in (coll.check_all_reduce, coll.check_moves, coll.check_reduce_scatter,
              coll.check_coalesced, coll.check_groups, coll.check_objects,
-             coll.check_refusals, train.check_ddp, train.check_fsdp):
+             coll.check_refusals, exch.check_sparse, exch.check_all_gather_coalesced,
+             exch.check_reduce, exch.check_gather_scatter, exch.check_all_to_all,
+             exch.check_p2p, train.check_ddp, train.check_fsdp):
     began = time.perf_counter()
+    if exch.lacking(part):
+        say(rank, f"{part.__name__} skipped: dpcore has no comm.{exch.lacking(part)} here")
+        continue
     try:
         part(check, rank, size, gloo)
     except Exception as e:  # report it with the rest, and go on to the next part

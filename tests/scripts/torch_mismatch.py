@@ -7,7 +7,10 @@ LINES how many lines its message has:
   dtypes (float32 x4 against int32 x4; float64 x2 against float32 x4) must fail on every rank,
   not hand over reinterpreted bits;
 - future: the error of an async call, through work.get_future().wait(), is dpcore.CommError;
-- members: new_group where rank 2 believes the group is [1, 2] and the others [0, 1].
+- members: new_group where rank 2 believes the group is [1, 2] and the others [0, 1];
+- splits: all_to_all_single where rank 0 expects 2 rows from each rank and the others send it 1;
+- sparse: sparse all_reduce of tensors of different shapes;
+- p2p: rank 0 sends float32 x4, rank 1 receives int32 x4 (rank 2 stays out: 'none').
 
 Usage: mpiexec -n 3 python torch_mismatch.py   (DPCORE_TIMEOUT short)
 """
@@ -53,8 +56,27 @@ def future(group):
     dist.all_reduce(t, group=group, async_op=True).get_future().wait()
 
 
+def splits(group):
+    out_rows = [2] * size if rank == 0 else [1] * size
+    out = torch.zeros(sum(out_rows), 2)
+    dist.all_to_all_single(out, torch.ones(size, 2), out_rows, [1] * size, group=group)
+
+
+def sparse(group):
+    shape = (3, 4) if rank == 0 else (3, 5)
+    dist.all_reduce(torch.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.ones(1), shape),
+                    group=group)
+
+
+def p2p(group):
+    if rank == 0:
+        dist.send(torch.ones(4), 1, group=group)
+    elif rank == 1:
+        dist.recv(torch.ones(4, dtype=torch.int32), 0, group=group)
+
+
 for name, call in [("bytes_broadcast", bytes_broadcast), ("bytes_gather", bytes_gather),
-                   ("future", future)]:
+                   ("future", future), ("splits", splits), ("sparse", sparse), ("p2p", p2p)]:
     group = dist.new_group(backend="dpcore")
     case(name, lambda: call(group))
 

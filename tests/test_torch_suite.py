@@ -1,0 +1,32 @@
+"""PyTorch's own distributed test suite on the dpcore backend (tests/torch_suite/: run.py runs
+it, on gloo or dpcore, whole or in part; compare.py compares two runs). Here a slice of it, a
+few tests per verb at 2 ranks, each test its own ranks spawned by torch; the whole suite is run
+by hand (benchmarks/results/2026-12-03-torch-suite/README.md)."""
+from pathlib import Path
+
+import pytest
+
+from mpi_helpers import run_python
+from torch_suite.compare import read
+
+pytest.importorskip("torch")
+pytest.importorskip("expecttest")  # torch's test helpers import it
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+RUN = Path(__file__).resolve().parent / "torch_suite" / "run.py"
+SLICE = [
+    "test_all_reduce_sum", "test_all_reduce_coalesced_sum", "test_sparse_all_reduce_sum",
+    "test_broadcast", "test_all_gather", "test_all_gather_coalesced_with_empty", "test_barrier",
+    "test_barrier_timeout_global", "test_reduce_sum", "test_send_recv_any_source",
+    "test_batch_isend_irecv_gloo", "test_gather", "test_scatter",
+    "test_all_to_all_single_unequal_split",
+]
+
+
+def test_a_slice_of_torchs_suite_passes_on_dpcore(tmp_path):
+    outcomes = tmp_path / "dpcore-2.tsv"
+    run_python([RUN, "--backend", "dpcore", "--world-size", "2", "--out", outcomes, *SLICE],
+               timeout=600, check=False)
+    rows = read(outcomes)
+    assert {t: rows.get(t, ("not run", "")) for t in SLICE
+            if rows.get(t, ("not run",))[0] != "passed"} == {}
