@@ -5,19 +5,9 @@ torch_backend.py."""
 import torch
 import torch.distributed as dist
 
-import dpcore
-
 from torch_kit import OPS, same, tensor
 
 DTYPES = [torch.float32, torch.int64, torch.float16]
-
-
-def lacking(part):
-    """The dpcore verb a part needs that this branch's Communicator has not got, else None:
-    issue 24's verbs land from several branches, and a part waits for its own (said aloud)."""
-    verb = {"check_reduce": "reduce", "check_gather_scatter": "scatter",
-            "check_all_to_all": "all_to_all", "check_p2p": "irecv"}.get(part.__name__)
-    return verb if verb and not hasattr(dpcore.Communicator, verb) else None
 
 
 def check_sparse(check, rank, size, gloo):
