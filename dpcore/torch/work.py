@@ -5,8 +5,9 @@ An async call runs on dpcore's worker thread while the caller computes; torch th
 Future that completes on its own: DDP's reducer chains `.then()` on `get_future()` and never
 calls `Work.wait()`. dpcore's jobs have no callbacks, so one thread per process group, the
 completion thread, waits for those whose future was asked for, in that order, and completes
-their futures; a Work that is only waited for is finished by its waiter. Callbacks chained with `.then()` therefore run on that thread; dpcore's collectives
-still run only on the thread that created the group (see process_group.py).
+their futures; a Work that is only waited for is finished by its waiter. Callbacks chained
+with `.then()` therefore run on that thread; dpcore's collectives still run only on the thread
+that created the group (see process_group.py).
 """
 import queue
 import threading

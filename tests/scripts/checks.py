@@ -104,6 +104,12 @@ def shard_sizes(total, size):
     yield "alternating empty", [0 if r % 2 else total // size + r for r in range(size)]
 
 
+def capped(counts):
+    """The counts up to the script's first argument (a count; "all" or none: every count)."""
+    most = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
+    return [c for c in counts if most is None or c <= most]
+
+
 def device_arrays():
     """(xp, to_host) for the device scripts: CuPy on this rank's GPU with DEVICE=cupy (a GPU
     run), else dpcore.emulated (DPCORE_CUDA_EMULATION=1); to_host gives a NumPy copy."""
@@ -215,16 +221,3 @@ def _difference(got, want):
         return (f"{wrong.size} of {want.size} elements wrong; first at flat index {i}: got "
                 f"{got.reshape(-1)[i]!r}, expected {want.reshape(-1)[i]!r}")
     return None
-
-
-def device_arrays():
-    """(the array module of the device scripts, its to-NumPy copy): dpcore.emulated on the CPU
-    emulation (DPCORE_CUDA_EMULATION=1), or CuPy on this rank's GPU with DEVICE=cupy."""
-    if os.environ.get("DEVICE") == "cupy":
-        import cupy
-
-        cupy.cuda.Device(MPI.COMM_WORLD.rank % cupy.cuda.runtime.getDeviceCount()).use()
-        return cupy, cupy.asnumpy
-    from dpcore import emulated
-
-    return emulated, lambda a: a.get()

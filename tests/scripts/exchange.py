@@ -11,9 +11,9 @@ import sys
 import numpy as np
 
 import dpcore
-from checks import Checker, DTYPES, FEW_DTYPES, expect_transport, make_input, shard_sizes
+from checks import (Checker, DTYPES, FEW_DTYPES, capped, expect_transport, make_input,
+                    shard_sizes)
 
-max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 dtypes = FEW_DTYPES if len(sys.argv) > 2 and sys.argv[2] == "few" else DTYPES
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
@@ -26,10 +26,6 @@ def algos(largest):
     """The algorithms every rank can run when the largest rank's input has `largest` bytes."""
     return (["auto"] + (["one_shot"] if largest <= comm.one_shot_bytes else [])
             + (["direct"] if direct else []))
-
-
-def capped(counts):
-    return [c for c in counts if max_count is None or c <= max_count]
 
 
 for dtype in dtypes:

@@ -12,20 +12,15 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import (Checker, DTYPES, FEW_DTYPES, expect_transport, make_input, mpi_allgatherv,
-                    mpi_bcast, shard_sizes)
+from checks import (Checker, DTYPES, FEW_DTYPES, capped, expect_transport, make_input,
+                    mpi_allgatherv, mpi_bcast, shard_sizes)
 
-max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 dtypes = FEW_DTYPES if len(sys.argv) > 2 and sys.argv[2] == "few" else DTYPES
 world = MPI.COMM_WORLD
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)
 expect_transport(comm, check)
-
-
-def capped(counts):
-    return [c for c in counts if max_count is None or c <= max_count]
 
 
 # all_gather: the concatenation of every rank's shard, in rank order.

@@ -1,8 +1,9 @@
 """Point-to-point with exact results (run on every transport by test_p2p.py): send/recv of every
 dtype at counts 0, 1, odd and past the mailbox's inline piece (16 KiB), 8 B and 16 MiB, tags,
 any source, isend/irecv ring exchanges waited in either order, the batch, and many small
-messages in a row whose order must hold, and a send that close() finishes. Every element's value is unique to (sender, receiver,
-message, element), so a misplaced or reordered message cannot pass. With one rank: only the
+messages in a row whose order must hold, and a send that close() finishes. Every element's
+value is unique to (sender, receiver, message, element), so a misplaced or reordered message
+cannot pass. With one rank: only the
 argument errors (send to oneself).
 
 Usage: python -m mpi4py p2p.py

@@ -1,9 +1,9 @@
 """An all_gather whose out cannot hold what the peers send, which no rank can tell alone (out one
 element too long or too short on one rank; a shard inside out, but not at this rank's own place
 in it), and the same for gather, scatter and all_to_all (the root's buffer, an out that does not
-hold what the splits send): the rank that passed it raises ValueError, every other rank dpcore.CommError naming that
-rank, blocking or async; nothing moves, and the communicator stays usable, so the next
-collective is exact on every rank. The same on every transport.
+hold what the splits send): the rank that passed it raises ValueError, every other rank
+dpcore.CommError naming that rank, blocking or async; nothing moves, and the communicator stays
+usable, so the next collective is exact on every rank. The same on every transport.
 
 Usage: mpiexec -n K python -m mpi4py refused.py
 Prints 'rank R: refused KIND | EXCEPTION | MESSAGE' for every case, then 'rank R: ok (...)'.
