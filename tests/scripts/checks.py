@@ -20,8 +20,9 @@ _FEW_REDUCTIONS = [(_F16, "sum"), (_F16, "avg"), (_F16, "max"), (_F32, "sum"), (
                    (_F32, "avg"), (np.dtype("float64"), "min"), (np.dtype("int8"), "sum"),
                    (np.dtype("int32"), "prod"), (_I64, "max")]
 _FEW_DTYPES = [_F16, _F32, _I64]
-# The unsigned dtypes nccl-tests has beside uint8, checked at 2 ranks only (reductions.py): their
-# loops are the signed ones' with another type, and each case costs as much as int32's.
+# The unsigned dtypes nccl-tests has beside uint8, checked at 2 ranks only (reductions.py,
+# device_collectives.py): their loops are the signed ones' with another type, and each case
+# costs as much as int32's.
 WIDE_UNSIGNED = [np.dtype("uint32"), np.dtype("uint64")]
 
 
