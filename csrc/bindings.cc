@@ -125,6 +125,7 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<CommError>(m, "CommError", PyExc_RuntimeError);
 
   m.attr("DTYPES") = names<DType>(kNumDTypes, dtypeName);
+  m.attr("REDUCED_DTYPES") = names<DType>(kNumReducedDTypes, dtypeName);  // the rest only move
   m.attr("OPS") = names<ReduceOp>(kNumOps, opName);
   m.attr("COLLECTIVES") = names<Coll>(kNumColls, collName);
   m.attr("ALGORITHMS") = names<Algo>(kNumAlgos, algoName);

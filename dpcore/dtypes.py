@@ -12,6 +12,9 @@ DTYPES = {np.dtype(name): code for name, code in _C.DTYPES.items() if name != "b
 BFLOAT16_CODE = _C.DTYPES["bfloat16"]
 
 FLOATING = {code for dt, code in DTYPES.items() if dt.kind == "f"} | {BFLOAT16_CODE}
+# The dtypes dpcore reduces; the others (bool, int16, uint16, complex64) only move: broadcast,
+# all_gather, gather, scatter, all_to_all, send and recv take them in their own dtype.
+REDUCED = set(_C.REDUCED_DTYPES.values())
 
 OPS = dict(_C.OPS)  # {"sum": 0, ...}
 AVG = OPS["avg"]
@@ -35,10 +38,11 @@ def bfloat16_dtype():
     return dtype
 
 
-def supported():
-    """Every dtype dpcore reduces and moves here, in code order (bfloat16 with ml_dtypes)."""
+def supported(moved=False):
+    """Every dtype dpcore reduces here, in code order (bfloat16 with ml_dtypes); moved: and
+    those it only moves."""
     bfloat16_dtype()
-    return sorted(DTYPES, key=DTYPES.get)
+    return sorted((d for d, code in DTYPES.items() if moved or code in REDUCED), key=DTYPES.get)
 
 
 def dtype_code(dtype):
@@ -47,9 +51,14 @@ def dtype_code(dtype):
     if code is None and getattr(dtype, "name", None) == "bfloat16" and bfloat16_dtype() == dtype:
         code = BFLOAT16_CODE  # the first bfloat16 array: ml_dtypes is imported by now
     if code is None:
-        names = ", ".join(str(d) for d in supported())
-        raise TypeError(f"dpcore: unsupported dtype {dtype}; supported: {names}")
+        raise TypeError(f"dpcore: unsupported dtype {dtype}; supported: {_supported_names()}")
     return code
+
+
+def _supported_names():
+    """"float16, ..., uint64; moved only: bool, ...", for messages."""
+    moved = ", ".join(str(d) for d in supported(moved=True) if DTYPES[d] not in REDUCED)
+    return ", ".join(str(d) for d in supported()) + "; moved only: " + moved
 
 
 def parse_dtype(name):

@@ -112,6 +112,10 @@ class Collectives {
  private:
   std::vector<CollHeader> call(const Task& task, bool moveData) {
     broken_.check();
+    if (collInfo(task.coll).reduces && !dtypeReduces(task.dtype)) {  // dpcore/comm/ refuses it
+      throw InvalidCall(std::string("dpcore: ") + dtypeName(task.dtype) +
+                        " is moved, not reduced");
+    }
     transport_.validate(exchangeTask(task));  // bad input: refused before anything is sent
     ++seq_;
     const auto now = std::chrono::steady_clock::now();

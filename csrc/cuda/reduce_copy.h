@@ -126,6 +126,10 @@ void dispatchReduceCopy(DType dtype, ReduceOp op, F&& f) {
     case DType::kInt64: return byOp(Plain<int64_t>{});
     case DType::kUInt32: return byOp(Plain<uint32_t>{});
     case DType::kUInt64: return byOp(Plain<uint64_t>{});
+    // moved only: a copy, one source, as it is (dtypeReduces)
+    case DType::kBool: return f(Plain<uint8_t>{}, OpSum{});
+    case DType::kInt16: case DType::kUInt16: return f(Plain<uint16_t>{}, OpSum{});
+    case DType::kComplex64: return f(Plain<uint64_t>{}, OpSum{});
   }
 }
 

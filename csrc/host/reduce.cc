@@ -93,6 +93,10 @@ void dispatch(DType dtype, ReduceOp op, Args... args) {
     case DType::kInt64: return byOp(int64_t{});
     case DType::kUInt32: return byOp(uint32_t{});
     case DType::kUInt64: return byOp(uint64_t{});
+    // moved only: a copy, one source, as it is (dtypeReduces)
+    case DType::kBool: return F<uint8_t, OpSum>::run(args...);
+    case DType::kInt16: case DType::kUInt16: return F<uint16_t, OpSum>::run(args...);
+    case DType::kComplex64: return F<uint64_t, OpSum>::run(args...);
   }
 }
 

@@ -9,7 +9,7 @@ ring against direct, csrc/core/tuner.h, and its header carries the pick).
 import numbers
 
 from ..collectives import TABLE
-from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, dtype_code
+from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, REDUCED, dtype_code, supported
 
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
@@ -87,6 +87,10 @@ def reduction(dtype, op):
     if codes is not None:
         return codes
     code = dtype_code(dtype)  # raises the full message
+    if code not in REDUCED:
+        raise TypeError(f"dpcore: {dtype} arrays are moved (broadcast, all_gather, gather, "
+                        f"scatter, all_to_all, send, recv), not reduced; dpcore reduces "
+                        f"{', '.join(str(d) for d in supported())}")
     opc = OPS.get(op) if isinstance(op, str) else None
     if opc is None:
         raise ValueError(f"dpcore: unknown op {op!r}; expected one of {', '.join(OPS)}")

@@ -6,7 +6,8 @@ and hands dpcore plain arrays (its fastest path). Collectives that only move dat
 all_gather) take every dtype torch has (bool, complex, int16, ...): in the tensor's own dtype
 where dpcore has it, so that every rank's call header carries the dtype and element count and a
 float32 tensor against an int32 one of the same bytes is a mismatch, as bytes only for the
-dtypes dpcore has not got; reductions take the dtypes dpcore reduces.
+dtypes dpcore has not got (complex128, the float8s); reductions take the dtypes dpcore
+reduces.
 """
 import torch
 import torch.distributed as dist
@@ -47,7 +48,7 @@ def as_array(t):
         return t.view(torch.int16).numpy().view(bfloat16)
     try:
         return t.numpy()
-    except TypeError:  # a dtype NumPy has not got (uint16, float8, ...)
+    except TypeError:  # a dtype NumPy has not got (float8, ...)
         raise TypeError(f"dpcore: cannot reduce torch.{str(t.dtype)[6:]} tensors; dpcore reduces "
                         f"float16, bfloat16, float32, float64, int8, uint8, int32, uint32, "
                         f"int64, uint64") from None
@@ -71,7 +72,8 @@ def as_moved(t, what="tensor"):
 
 # The dtypes that torch and dpcore share (bfloat16 aside: its NumPy dtype is ml_dtypes').
 _MOVED_TYPED = (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8,
-                torch.int32, torch.uint32, torch.int64, torch.uint64)
+                torch.int32, torch.uint32, torch.int64, torch.uint64, torch.bool, torch.int16,
+                torch.uint16, torch.complex64)
 
 
 def _check_cpu(t):

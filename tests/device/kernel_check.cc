@@ -22,6 +22,8 @@ namespace {
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16, DType::kFloat32,
                              DType::kFloat64, DType::kInt8, DType::kUInt8, DType::kInt32,
                              DType::kInt64, DType::kUInt32, DType::kUInt64};
+// Moved only (types.h: dtypeReduces): copied, one source, every bit pattern as it is.
+constexpr DType kMovedDTypes[] = {DType::kBool, DType::kInt16, DType::kUInt16, DType::kComplex64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin,
                              ReduceOp::kAvg};
 
@@ -55,6 +57,9 @@ void fill(std::vector<unsigned char>& bytes, DType dtype, std::mt19937& rng) {
       case DType::kInt64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
       case DType::kUInt32: { uint32_t x = v; std::memcpy(p, &x, 4); break; }
       case DType::kUInt64: { uint64_t x = v; std::memcpy(p, &x, 8); break; }
+      case DType::kBool: case DType::kInt16: case DType::kUInt16: case DType::kComplex64:
+        for (size_t b = 0; b < elem; ++b) p[b] = static_cast<unsigned char>(rng());  // any bits
+        break;
     }
   }
 }
@@ -168,6 +173,14 @@ int main(int argc, char** argv) {
             }
           }
         }
+      }
+    }
+  }
+  for (DType dtype : kMovedDTypes) {
+    for (size_t count : counts) {
+      for (int variant = 0; variant < 4; ++variant) {
+        run(*device, Case{dtype, ReduceOp::kSum, 1, 1 + variant % 2, count, dtypeSize(dtype),
+                          false, variant == 3, false}, rng);
       }
     }
   }

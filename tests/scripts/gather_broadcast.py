@@ -66,6 +66,29 @@ for root in range(size):
     comm.broadcast(x, root=np.int64(root))
     check.equal(x, want, f"broadcast of a 2x3x4 array from root={root} (numpy int)")
 
+# The dtypes dpcore moves but does not reduce (bool, int16, uint16, complex64): any bits arrive
+# as they are (int16's include float16's NaNs), in every algorithm; a reduction of them is
+# refused on the rank that asks.
+rng = np.random.default_rng(rank)
+for dtype in [np.dtype(t) for t in ("bool", "int16", "uint16", "complex64")]:
+    segment = (64 << 10) // dtype.itemsize
+    for count in capped([1, 1009, 2 * size * segment + 3]):
+        bits = rng.integers(0, 256, count * dtype.itemsize, np.uint8)
+        mine = (bits % 2 if dtype.kind == "b" else bits).view(dtype)
+        for algo in ["auto", "ring"] + (["direct"] if comm.direct else []):
+            label = f"{dtype} count={count} algo={algo}"
+            check.equal(comm.all_gather(mine, algo=algo).view(np.uint8),
+                        mpi_allgatherv(world, mine).view(np.uint8), f"all_gather {label}")
+            x = mine.copy()
+            comm.broadcast(x, root=size - 1, algo=algo)
+            check.equal(x.view(np.uint8), mpi_bcast(world, mine, size - 1).view(np.uint8),
+                        f"broadcast {label}")
+    try:
+        comm.all_reduce(np.ones(3, dtype))
+        check.true(False, f"all_reduce of {dtype}: no TypeError")
+    except TypeError as e:
+        check.true("moved" in str(e) and "not reduced" in str(e), f"all_reduce of {dtype}: {e}")
+
 # barrier: nobody leaves before the last rank has arrived.
 for _ in range(3):
     time.sleep(0.05 * rank)

@@ -4,8 +4,9 @@ LINES | MESSAGE' for each case, TYPE the exception's class (or 'none' where the 
 LINES how many lines its message has:
 
 - bytes: broadcast and all_gather_into_tensor of tensors of one byte size but different
-  dtypes (float32 x4 against int32 x4; float64 x2 against float32 x4) must fail on every rank,
-  not hand over reinterpreted bits;
+  dtypes (float32 x4 against int32 x4; float64 x2 against float32 x4; bool x4 against uint8
+  x4 and int16 x4 against uint16 x4, dtypes dpcore moves but does not reduce) must fail on
+  every rank, not hand over reinterpreted bits;
 - future: the error of an async call, through work.get_future().wait(), is dpcore.CommError;
 - members: new_group where rank 2 believes the group is [1, 2] and the others [0, 1];
 - splits: all_to_all_single where rank 0 expects 2 rows from each rank and the others send it 1;
@@ -51,6 +52,16 @@ def bytes_gather(group):
     dist.all_gather_into_tensor(out, t, group=group)
 
 
+def bytes_bool(group):
+    dist.broadcast(torch.ones(4, dtype=torch.bool if rank == 0 else torch.uint8), src=0,
+                   group=group)
+
+
+def bytes_int16(group):
+    t = torch.ones(4, dtype=torch.int16 if rank == 0 else torch.uint16)
+    dist.all_gather_into_tensor(torch.empty(size * 4, dtype=t.dtype), t, group=group)
+
+
 def future(group):
     t = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32)
     dist.all_reduce(t, group=group, async_op=True).get_future().wait()
@@ -76,7 +87,7 @@ def p2p(group):
 
 
 for name, call in [("bytes_broadcast", bytes_broadcast), ("bytes_gather", bytes_gather),
-                   ("future", future), ("splits", splits), ("sparse", sparse), ("p2p", p2p)]:
+                   ("bytes_bool", bytes_bool), ("bytes_int16", bytes_int16), ("future", future), ("splits", splits), ("sparse", sparse), ("p2p", p2p)]:
     group = dist.new_group(backend="dpcore")
     case(name, lambda: call(group))
 

@@ -18,8 +18,17 @@ namespace dpcore {
 enum class DType : int32_t {
   kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kFloat64 = 3,
   kInt8 = 4, kUInt8 = 5, kInt32 = 6, kInt64 = 7, kUInt32 = 8, kUInt64 = 9,
+  // Moved, never reduced: the collectives that only move data take them in their own dtype, so
+  // every rank's header says what its bytes mean (a bool array against a uint8 one of as many
+  // bytes is a mismatch, not reinterpreted bits). They travel as they are (dtypeReduces).
+  kBool = 10, kInt16 = 11, kUInt16 = 12, kComplex64 = 13,
 };
-constexpr int kNumDTypes = 10;
+constexpr int kNumDTypes = 14;
+constexpr int kNumReducedDTypes = 10;  // the codes below it reduce
+
+DP_HOST_DEVICE constexpr bool dtypeReduces(DType t) {
+  return static_cast<int>(t) < kNumReducedDTypes;
+}
 
 // kAvg is a sum whose last reduction also divides by the number of ranks.
 enum class ReduceOp : int32_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
@@ -39,17 +48,20 @@ constexpr int kNumAlgos = 5;
 
 DP_HOST_DEVICE inline size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::kFloat16: case DType::kBFloat16: return 2;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: case DType::kUInt16:
+      return 2;
     case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
-    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: return 8;
+    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: case DType::kComplex64:
+      return 8;
     default: return 1;
   }
 }
-constexpr size_t kMaxDTypeSize = 8;  // float64, int64, uint64
+constexpr size_t kMaxDTypeSize = 8;  // float64, int64, uint64, complex64
 
 inline const char* dtypeName(DType t) {
-  static const char* names[] = {"float16", "bfloat16", "float32", "float64",
-                                "int8", "uint8", "int32", "int64", "uint32", "uint64"};
+  static const char* names[] = {"float16", "bfloat16", "float32", "float64", "int8",
+                                "uint8",   "int32",    "int64",   "uint32",  "uint64",
+                                "bool",    "int16",    "uint16",  "complex64"};
   return names[static_cast<int>(t)];
 }
 
