@@ -174,7 +174,10 @@ void bindBackends(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("unlink", [](ShmBackend& b) { b.engine().transport().unlinkSegment(); })
       .def("can_read_peers", [](ShmBackend& b) { return b.engine().transport().canReadPeers(); },
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("set_peer_reads", [](ShmBackend& b, bool ok) {
+            b.engine().transport().setPeerReads(ok);
+          }, py::arg("ok"));
 
   // endpoint: (handle bytes, comm handle, MPI_BYTE handle, rank, size, rank names, pids), as
   // dpcore/setup/mpi_endpoint.py reads them from mpi4py. threaded: MPI_THREAD_MULTIPLE. slots and

@@ -44,6 +44,9 @@ class Settings:
     spin_us: float = 100.0               # DPCORE_SPIN_US: shared memory's polling, then sleep
     cuda_emulation: bool = False         # DPCORE_CUDA_EMULATION=1: CUDA arrays on the CPU emulation
     debug: str = "WARN"                  # DPCORE_DEBUG=INFO: what init set up, on stderr
+    # DPCORE_READ_PEERS=0: run as where ranks may not read each other's memory (process_vm_readv
+    # refused: a container's default seccomp, ptrace_scope 3), staging through shared memory
+    read_peers: bool = True
     # The emulation reads two of its own where its streams are made (csrc/cuda/emulated_stream.h):
     # DPCORE_EMULATION_SEED (its delays' seed) and DPCORE_EMULATION_DELAY_US ("HI" or "LO-HI").
 
@@ -143,6 +146,7 @@ _READ = {  # Settings field: (the variable's name after DPCORE_, parse)
     "spin_us": ("SPIN_US", _microseconds(MAX_SPIN_US)),
     "cuda_emulation": ("CUDA_EMULATION", _flag),
     "debug": ("DEBUG", lambda text: _one_of("WARN", "INFO")(text.upper())),  # as NCCL_DEBUG
+    "read_peers": ("READ_PEERS", _flag),
 }
 
 
@@ -164,15 +168,13 @@ def setting(field, environ=None):
 BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
 # read by the CUDA emulation itself, where its streams are made (csrc/cuda/emulated_stream.h)
 EMULATION_VARIABLES = ("DPCORE_EMULATION_SEED", "DPCORE_EMULATION_DELAY_US")
-# read where the point-to-point engine is made, for the tests (dpcore/setup/p2p_channel.py)
-P2P_VARIABLES = ("DPCORE_P2P_READ_PEERS",)
 _warned = set()
 
 
 def known_variables():
     """Every DPCORE_* variable dpcore reads."""
     return (tuple(f"DPCORE_{name}" for name, _ in _READ.values()) + BUILD_VARIABLES
-            + EMULATION_VARIABLES + P2P_VARIABLES)
+            + EMULATION_VARIABLES)
 
 
 def described(environ=None):

@@ -8,11 +8,10 @@ from dpcore import _C
 from dpcore.comm import choice, splits
 
 
-def rules(direct=True, messages=False, one_shot_bytes=1024):
+def rules(direct=True, one_shot_bytes=1024):
     band = (0, 100)
     return choice.Rules({}, lambda coll, n: band, choice.AUTO if direct else choice.RING,
-                        one_shot_bytes, None if direct else "dpcore: no peer reads here",
-                        messages)
+                        one_shot_bytes, None if direct else "dpcore: no peer reads here")
 
 
 @pytest.mark.parametrize("coll", sorted(choice.EXCHANGES))
@@ -26,17 +25,14 @@ def test_the_algorithms_that_run_an_exchange(coll):
         choice.choose("one_shot", coll, 1025, rules())
 
 
-def test_without_peer_reads_auto_is_one_shot_and_past_it_says_why():
+def test_without_peer_reads_an_exchange_still_runs_at_any_size():
+    """No rank refuses alone what its peers would wait for: a message per transfer (MPI), or
+    the inputs staged through the segment in rounds (shared memory): C++ picks, per rank."""
     no_reads = rules(direct=False)
-    assert choice.choose("auto", "gather", 1024, no_reads) == choice.ONE_SHOT
-    with pytest.raises(ValueError, match="gather of 1025 bytes .* no peer reads here"):
-        choice.choose("auto", "gather", 1025, no_reads)
-    with pytest.raises(ValueError, match="no peer reads here"):
-        choice.choose("direct", "scatter", 8, no_reads)
-    # over MPI, direct is a message per transfer: no peer memory needed
-    over_mpi = rules(direct=False, messages=True)
-    assert choice.choose("direct", "all_to_all", 1 << 30, over_mpi) == choice.DIRECT
-    assert choice.choose("auto", "all_to_all", 1 << 30, over_mpi) == choice.AUTO
+    assert choice.choose("auto", "gather", 1 << 30, no_reads) == choice.AUTO
+    assert choice.choose("direct", "scatter", 1 << 30, no_reads) == choice.DIRECT
+    with pytest.raises(ValueError, match="no peer reads here"):  # the reductions' direct
+        choice.choose("direct", "all_reduce", 8, no_reads)
 
 
 def test_a_rank_splits_are_checked_where_they_are_passed():

@@ -26,7 +26,7 @@ def test_send_recv_exact(config):
 
 def test_large_messages_staged_through_the_mailboxes():
     """Where ranks may not read each other's memory, large messages go in pieces."""
-    run_ok("p2p.py", 3, env={"DPCORE_P2P_READ_PEERS": "0"})
+    run_ok("p2p.py", 3, env={"DPCORE_READ_PEERS": "0"})
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -138,6 +138,48 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
   peers.waitAll(DirectStage::kDone);
 }
 
+// Where the ranks may not read each other's memory (shared memory where process_vm_readv is
+// refused: a container's default seccomp), every input passes through its rank's one-shot slot
+// a window at a time. In round k each rank publishes bytes [kW, (k+1)W) of its input, and takes
+// from the peers' slots the parts of its transfers that lie there; a round's slots are written
+// again only once every rank has taken them. largest: the largest input of any rank, in bytes
+// (every rank's header has it), so every rank makes as many rounds.
+//   window(), slot(r)                      the slots: rank r's, W bytes
+//   publish(k), waitPublished(k)           this rank's window of round k is in its slot / all are
+//   take(k), waitTaken(k)                  this rank has taken round k's windows / all have
+template <class Rounds>
+void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task, int rank,
+                      size_t largest) {
+  auto in = static_cast<const char*>(task.in);
+  char* out = static_cast<char*>(task.out);
+  const size_t window = rounds.window(), mine = task.count * dtypeSize(task.dtype);
+  const bool stream = rounds.streams(task.total * dtypeSize(task.dtype));
+  plan.forEach(rank, [&](const Transfer& t, bool) {  // this rank's own shard: no slot
+    if (t.from == rank && t.to == rank && in + t.fromAt != out + t.toAt) {
+      rounds.copyToOutput(out + t.toAt, in + t.fromAt, t.bytes, stream);
+    }
+  });
+  const uint64_t count = (largest + window - 1) / window;
+  for (uint64_t k = 0; k < count; ++k) {
+    const size_t lo = k * window, hi = lo + window;
+    if (lo < mine) rounds.copy(rounds.slot(rank), in + lo, std::min(hi, mine) - lo);
+    rounds.publish(k);
+    rounds.waitPublished(k);
+    plan.forEach(rank, [&](const Transfer& t, bool) {
+      if (t.to != rank || t.from == rank) return;
+      const size_t from = std::max(lo, t.fromAt), to = std::min(hi, t.fromAt + t.bytes);
+      if (from < to) {
+        rounds.copy(out + t.toAt + (from - t.fromAt), rounds.slot(t.from) + (from - lo),
+                    to - from);
+      }
+    });
+    // the last round's slots stay until the peers' next call, as one_shot's payloads
+    if (k + 1 == count) break;
+    rounds.take(k);
+    rounds.waitTaken(k);
+  }
+}
+
 template <class Messages>
 void exchangeOverMessages(Messages& m, const ExchangePlan& plan, const Task& task, int rank) {
   auto in = static_cast<const char*>(task.in);

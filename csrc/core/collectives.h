@@ -235,6 +235,15 @@ class Collectives {
     if constexpr (Transport::kPeerMemory) {
       auto payloads = transport_.payloads(task, headers);
       auto peers = transport_.peerMemory(headers);
+      if constexpr (!decltype(peers)::kMapped) {  // read by a copy, which may be refused
+        if (!transport_.peerReads() && exchangeAlgo(headers) != Algo::kOneShot) {
+          size_t largest = 0;
+          for (const CollHeader& h : headers) largest = std::max<size_t>(largest, h.count);
+          auto rounds = transport_.rounds();
+          exchangeInRounds(rounds, plan, task, rank, largest * dtypeSize(task.dtype));
+          return;
+        }
+      }
       exchangeOverMemory(payloads, peers, plan, task, rank, [&](int r) {
         return headers[r].chosen == static_cast<int32_t>(Algo::kOneShot);
       });

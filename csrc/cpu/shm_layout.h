@@ -48,6 +48,11 @@ struct alignas(kCacheLine) RankControl {
   // enterElsewhere): a peer waiting for this rank's call on one side finds it on the other.
   Counter entered;
   Counter elsewhere;
+  // An exchange without peer reads (algo/exchange.h: exchangeInRounds): the last round whose
+  // window this rank published in its one-shot slot, and the last whose peers' windows it has
+  // taken (ShmTransport::signalRound's marks, which grow across calls).
+  Counter published;
+  Counter taken;
   Counter pid;
   Counter reduced;  // direct all_reduce: the last collective whose own chunk is complete
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished
@@ -108,11 +113,11 @@ class ShmLayout {
   char* oneShotSlot(char* base, int r, uint64_t seq) const {
     return base + oneShotOff_ + (r * 2 + seq % 2) * oneShotStride();
   }
+  size_t oneShotStride() const { return roundUp(c_.oneShotBytes + kAlignSpan, 4096); }
 
  private:
   static size_t roundUp(size_t x, size_t to = kCacheLine) { return (x + to - 1) / to * to; }
   size_t slotStride() const { return roundUp(c_.slotBytes + kAlignSpan, 4096); }
-  size_t oneShotStride() const { return roundUp(c_.oneShotBytes + kAlignSpan, 4096); }
   ShmConfig c_;
   size_t rankOff_, fifoOff_, slotsOff_, oneShotOff_, bytes_;
 };

@@ -23,6 +23,7 @@ enum class DirectStage;  // algo/direct.h
 class ShmPrims;
 class ShmPayloads;
 class ShmPeerMemory;
+class ShmRounds;
 struct RingCall;
 
 // What a rank's header tells the peers that read its data (ShmTransport::Meta).
@@ -90,6 +91,11 @@ class ShmTransport {
   ShmPrims prims(const RingCall& ring, const std::vector<CollHeader>& headers);
   ShmPayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
   ShmPeerMemory peerMemory(const std::vector<CollHeader>& headers);
+  // Whether every rank of the node may read its peers' memory (canReadPeers, agreed at init):
+  // without, gather, scatter and all_to_all move through the one-shot slots in rounds.
+  void setPeerReads(bool ok) { peerReads_ = ok; }
+  bool peerReads() const { return peerReads_; }
+  ShmRounds rounds();
   // This rank failed: tell the peers, so that they stop waiting and report why.
   void abort(const std::string& message);
   // This rank makes no more calls: peers that wait for one stop (the destructor says it too).
@@ -108,6 +114,11 @@ class ShmTransport {
   uint64_t waitSendSlot();
   uint64_t waitRecvSlot();
   char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
+  // An exchange in rounds (ShmRounds): rank r's one-shot slot of this call, whole, and the
+  // round's two stages, as signal and waitAll for a round of this call.
+  size_t stageBytes() const { return layout_.oneShotStride(); }
+  void signalRound(Counter RankControl::*stage, uint64_t round);
+  void waitRound(Counter RankControl::*stage, uint64_t round, const char* what);
   // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).
   void readFrom(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
                 bool stream);
@@ -164,6 +175,8 @@ class ShmTransport {
   int peerTroubleCount();
   std::string heldUpBy(int peer) const;  // "rank 0 (stopped), for which ..." or ""
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
+  // Until every rank's `stage` counter reaches `mark` (waitAll's and waitRound's wait).
+  void waitAllReach(Counter RankControl::*stage, uint64_t mark, const char* what);
 
   int rank_;
   ShmConfig config_;
@@ -180,6 +193,7 @@ class ShmTransport {
   std::chrono::steady_clock::time_point lastPeerCheck_;
   ShmTransport* hostSide_ = nullptr;  // the device's control: the host transport (pairWithHost)
   bool meeting_ = false;  // in meetElsewhere, where peers are expected on the other side
+  bool peerReads_ = true;  // setPeerReads
   std::shared_ptr<SharedBuffers> shared_ = std::make_shared<SharedBuffers>();
   std::vector<char> ringScratch_, directScratch_;
 };

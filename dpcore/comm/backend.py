@@ -79,6 +79,10 @@ class ShmBackend(Backend, Protocol):
     def unlink(self) -> None:
         """Remove the segment's name, once every rank has mapped it."""
 
+    def set_peer_reads(self, ok: bool) -> None:
+        """Whether every rank of the node may read its peers' memory (agreed at init); without,
+        gather, scatter and all_to_all move through the shared segment in rounds."""
+
 
 class DeviceBackend(Backend, Protocol):
     """The device transport's backend: the same calls on device pointers, after the work queued

@@ -14,8 +14,7 @@ from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, REDUCED, dtype_code, suppor
 ONE_SHOT, RING, DIRECT, AUTO = (ALGORITHMS[a] for a in ("one_shot", "ring", "direct", "auto"))
 NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
 # Moved as transfers between ranks (csrc/algo/exchange.h): auto is each rank's own pick in C++,
-# by its own input's size (these calls' sizes differ by rank), and where the transport carries
-# messages (MPI) direct is a message per transfer, without peer memory.
+# by its own input's size (these calls' sizes differ by rank).
 EXCHANGES = frozenset(("gather", "scatter", "all_to_all"))
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
@@ -31,14 +30,11 @@ class Rules:
     past_one_shot: what auto runs past the band (AUTO where direct can run, else RING).
     one_shot_bytes: the most one_shot's slot takes per rank.
     no_direct: why algo "direct" cannot run here, or None where it can (the transport then
-        checks the buffers).
-    messages: whether the transport moves data in messages (MPI), so that direct runs EXCHANGES
-        without peer memory."""
+        checks the buffers); EXCHANGES run direct everywhere."""
 
-    def __init__(self, bands, fill, past_one_shot, one_shot_bytes, no_direct, messages=False):
+    def __init__(self, bands, fill, past_one_shot, one_shot_bytes, no_direct):
         self.bands, self.fill, self.past_one_shot = bands, fill, past_one_shot
         self.one_shot_bytes, self.no_direct = one_shot_bytes, no_direct
-        self.messages = messages
 
 
 def choose(algo, coll, nbytes, rules):
@@ -68,15 +64,11 @@ def choose(algo, coll, nbytes, rules):
 
 
 def _exchange(algo, coll, nbytes, rules):
+    # direct runs everywhere: a message per transfer (MPI), reads of the peers' memory, or,
+    # where that is refused, the inputs staged through the shared segment in rounds
     if algo == "auto":
-        if rules.messages or not rules.no_direct:
-            return AUTO
-        if nbytes > rules.one_shot_bytes:  # each rank alike: every input must fit
-            raise ValueError(f"dpcore: {coll} of {nbytes} bytes on this rank needs algo "
-                             f"'direct' past one_shot's {rules.one_shot_bytes}, and "
-                             + rules.no_direct.removeprefix("dpcore: "))
-        return ONE_SHOT
-    if algo == "direct" and rules.messages:
+        return AUTO
+    if algo == "direct":
         return DIRECT
     return choose(algo, None, nbytes, rules)
 

@@ -23,8 +23,7 @@ class HostPath:
         self.rules = Rules(auto.bands(size, one_shot_bytes, transport),
                            lambda coll, nbytes: auto.fill(coll, nbytes, size, one_shot_bytes,
                                                           rank, transport),
-                           AUTO if direct else RING, one_shot_bytes, no_direct,
-                           messages=transport != "shm")
+                           AUTO if direct else RING, one_shot_bytes, no_direct)
 
     def exchange_counts(self, dtype, count, shard):
         return self._exchange_counts(dtype, count)

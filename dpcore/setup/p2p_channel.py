@@ -5,11 +5,9 @@ the two ranks of a send do.
     shm            a segment of mailboxes, one per ordered pair of ranks (csrc/p2p/shm_mailbox.h)
     mpi, shm+mpi   MPI's own Isend/Irecv, on a duplicate of the communicator
 
-DPCORE_P2P_READ_PEERS=0 stages large shared-memory messages through the mailboxes even where the
-ranks may read each other's memory: the path of a machine that forbids it, for the tests.
+Where the ranks may not read each other's memory (or DPCORE_READ_PEERS=0 says to run as if),
+large shared-memory messages are staged through the mailboxes.
 """
-import os
-
 from .. import _C
 from .mpi_endpoint import endpoint, threaded
 from .segments import fresh_name, map_everywhere
@@ -20,7 +18,6 @@ def connect(transport, boot, node, timeout, direct):
     every rank may read every peer's memory, so large messages are read from the sender's
     buffer; else they are staged through the mailboxes."""
     if transport == "shm":
-        direct = direct and os.environ.get("DPCORE_P2P_READ_PEERS") != "0"
         name = node.bcast(fresh_name()[0] if node.rank == 0 else None, 0,
                           "init: agree on the point-to-point segment")
         return map_everywhere(node, name, lambda create: _C.P2p.shm(

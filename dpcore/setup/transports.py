@@ -47,8 +47,10 @@ def connect(transport, boot, nodes, settings, timeout):
                             one_shot: _C.ShmBackend(name, create, node.rank, size, slots,
                                                     slot_bytes, one_shot, settings.tune, timeout,
                                                     settings.spin_us))
-        return Connection(shm, direct=all(node.allgather(shm.can_read_peers(),
-                                                         "init: can the ranks read each other")))
+        direct = all(node.allgather(settings.read_peers and shm.can_read_peers(),
+                                    "init: can the ranks read each other"))
+        shm.set_peer_reads(direct)  # without: exchanges stage through the segment in rounds
+        return Connection(shm, direct=direct)
     # Each MPI link gets a communicator of its own, so no message can meet another's receive.
     world = boot.dup(boot.comm, "init: duplicate the communicator for MPI")
     if transport == "mpi":

@@ -19,13 +19,12 @@ comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)
 expect_transport(comm, check)
-direct = comm.direct or comm.transport != "shm"  # MPI: a message per transfer
 
 
 def algos(largest):
-    """The algorithms every rank can run when the largest rank's input has `largest` bytes."""
-    return (["auto"] + (["one_shot"] if largest <= comm.one_shot_bytes else [])
-            + (["direct"] if direct else []))
+    """The algorithms every rank can run when the largest rank's input has `largest` bytes
+    (direct: by messages, peer reads, or without peer reads in rounds through the segment)."""
+    return ["auto", "direct"] + (["one_shot"] if largest <= comm.one_shot_bytes else [])
 
 
 for dtype in dtypes:
