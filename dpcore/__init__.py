@@ -2,6 +2,8 @@
 
 The collectives load with the package; the trainer (Tensor, nn, optim, parallel) and the cost
 model load on first use."""
+from typing import Any, Dict
+
 from . import _C
 from ._lazy import exports
 from .comm import Communicator, Work, init
@@ -18,7 +20,7 @@ __getattr__ = exports(__name__, {
     "nn": ".nn", "optim": ".optim", "parallel": ".parallel"})
 
 
-def build_info():
+def build_info() -> Dict[str, Any]:
     """What this build can do: {"cuda", "cuda_archs", "cuda_available", "native" (the CPU
     tuning flags, "-march=native", or "" for a portable build), "version"}."""
     info = dict(_C.build_info())

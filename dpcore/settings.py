@@ -166,7 +166,7 @@ BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
 EMULATION_VARIABLES = ("DPCORE_EMULATION_SEED", "DPCORE_EMULATION_DELAY_US")
 # read where the point-to-point engine is made, for the tests (dpcore/setup/p2p_channel.py)
 P2P_VARIABLES = ("DPCORE_P2P_READ_PEERS",)
-_warned = set()
+_warned: set[str] = set()
 
 
 def known_variables():

@@ -120,4 +120,4 @@ def _over_mpi(store, rank, size, timeout):
     return dpcore.init(ordered, timeout=timeout)
 
 
-_made = []
+_made: list = []  # MPI communicators
