@@ -2,7 +2,7 @@
 
 The collectives load with the package; the trainer (Tensor, nn, optim, parallel) and the cost
 model load on first use."""
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 from . import _C
 from ._lazy import exports
@@ -14,6 +14,10 @@ __version__ = "0.1.0"
 
 CommError = _C.CommError
 CommError.__module__ = "dpcore"
+
+if TYPE_CHECKING:  # what a type checker sees of the names loaded on first use
+    from . import nn, optim, parallel
+    from .tensor import Tensor, no_grad
 
 __getattr__ = exports(__name__, {
     "Tensor": ".tensor:Tensor", "no_grad": ".tensor:no_grad",

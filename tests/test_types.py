@@ -95,9 +95,10 @@ c: int = comm.isend(x, 1).wait()
 comm.all_reduce([1.0, 2.0])
 comm.send(x, peer="1")
 d: str = comm.algorithm_calls()
+dpcore.Tensor(x).no_such_method()
 '''
 EXPECTED = {8: "assignment", 9: "assignment", 10: "assignment", 11: "call-overload",
-            12: "arg-type", 13: "assignment"}
+            12: "arg-type", 13: "assignment", 14: "attr-defined"}
 
 
 def _mypy(*targets, cwd):
