@@ -3,7 +3,7 @@ dpcore.comm.communicator.Communicator. Each checks that the communicator is open
 from this thread, then hands the call to its PointToPoint (p2p.py: the checks, the engine)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..arrays import Array
 from . import ending
