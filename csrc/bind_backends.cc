@@ -147,6 +147,15 @@ void bindBackends(py::module_& m) {
             return out;
           })
       .def_property_readonly("sequence", &Backend::sequence)
+      // Before the communicator's first call on CUDA arrays sets up its device side: where this
+      // (its host backend) is shared memory, meet the peers here, so that one that made the
+      // call on host arrays is a CommError on every rank at once (ShmTransport::meetElsewhere).
+      .def("meet_other_side", [](Backend& b, int coll) {
+            auto* shm = dynamic_cast<ShmBackend*>(&b);
+            if (shm == nullptr) return;
+            shm->drain();
+            shm->engine().meetElsewhere(static_cast<Coll>(coll), shm->order()->upcoming());
+          }, py::arg("coll"), py::call_guard<py::gil_scoped_release>())
       // How many collectives each algorithm code ran (auto resolved to what it ran), once the
       // queued ones are done.
       .def("algo_calls", &Backend::algoCalls, py::call_guard<py::gil_scoped_release>());

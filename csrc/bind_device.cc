@@ -21,6 +21,7 @@ namespace dpcore {
 namespace {
 
 using DeviceBackend = Queued<Collectives<DeviceTransport>>;
+using ShmBackend = Queued<Collectives<ShmTransport>>;  // bind_backends.cc's
 
 // The emulation runs each kernel on 2 blocks of 4 threads: several blocks and a barrier with
 // company, at a cost the CPU can bear.
@@ -81,6 +82,15 @@ void bindDevice(py::module_& m) {
            py::arg("rank"), py::arg("size"), py::arg("fifo_slots"), py::arg("slot_bytes"),
            py::arg("one_shot_bytes"), py::arg("timeout"), py::arg("spin_us"),
            py::call_guard<py::gil_scoped_release>())
+      // At connection: number calls as `host` (the communicator's host backend) does, one count
+      // for both sides, and, where host is shared memory, tell a peer on the other side
+      // (DeviceTransport::pairWithHost). This backend keeps host alive.
+      .def("pair_sides", [](DeviceBackend& b, Backend& host) {
+            b.shareOrder(host.order());
+            if (auto* shm = dynamic_cast<ShmBackend*>(&host)) {
+              b.engine().transport().pairWithHost(shm->engine().transport());
+            }
+          }, py::arg("host"), py::keep_alive<1, 2>())
       .def_property_readonly("device", [](DeviceBackend& b) {
             return b.engine().transport().device().name();
           })

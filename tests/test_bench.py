@@ -165,6 +165,7 @@ def test_every_dtype_and_op(tmp_path):
     check_rows(doc, output, "all_reduce", 2, compare=False)
     combos = {(r["type"], r["redop"]) for r in doc["rows"]}
     assert ("int8", "prod") in combos and ("float16", "avg") in combos
+    assert ("uint32", "sum") in combos and ("uint64", "prod") in combos
     assert ("int32", "avg") not in combos  # avg needs a floating dtype
 
 
@@ -340,3 +341,4 @@ def test_json_into_a_missing_folder_is_refused_before_the_run(tmp_path, capsys):
                            str(tmp_path / "no-such-folder" / "out.json"), status=2,
                            json_out=False)
     assert "no-such-folder" in output and "#wrong" not in output, output
+

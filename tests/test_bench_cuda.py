@@ -111,11 +111,12 @@ def test_nccl_is_left_out_where_ranks_outnumber_gpus():
 # -- the NCCL calls, replayed under NCCL's contract ----------------------------------------------
 
 # nccl.h's values, which cupy.cuda.nccl exports under these names
-NCCL_H = SimpleNamespace(NCCL_INT8=0, NCCL_UINT8=1, NCCL_INT32=2, NCCL_INT64=4, NCCL_FLOAT16=6,
-                         NCCL_FLOAT32=7, NCCL_FLOAT64=8, NCCL_SUM=0, NCCL_PROD=1, NCCL_MAX=2,
-                         NCCL_MIN=3, groupStart=lambda: None, groupEnd=lambda: None)
-NCCL_DTYPES = {0: np.int8, 1: np.uint8, 2: np.int32, 4: np.int64, 6: np.float16, 7: np.float32,
-               8: np.float64}
+NCCL_H = SimpleNamespace(NCCL_INT8=0, NCCL_UINT8=1, NCCL_INT32=2, NCCL_UINT32=3, NCCL_INT64=4,
+                         NCCL_UINT64=5, NCCL_FLOAT16=6, NCCL_FLOAT32=7, NCCL_FLOAT64=8,
+                         NCCL_SUM=0, NCCL_PROD=1, NCCL_MAX=2, NCCL_MIN=3,
+                         groupStart=lambda: None, groupEnd=lambda: None)
+NCCL_DTYPES = {0: np.int8, 1: np.uint8, 2: np.int32, 3: np.uint32, 4: np.int64, 5: np.uint64,
+               6: np.float16, 7: np.float32, 8: np.float64}
 NCCL_REDUCE = {0: np.add, 1: np.multiply, 2: np.maximum, 3: np.minimum}
 
 

@@ -4,6 +4,7 @@
 // Engine) are Collectives<T> of each transport, and Hierarchical.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +16,18 @@
 #include "dpcore/task.h"
 
 namespace dpcore {
+
+// One count of a communicator's calls, shared by its host and device backends once it has both:
+// each call takes its number on the caller's thread as it is issued, so every rank numbers its
+// calls alike whichever backend's worker starts them first (Task::number).
+class CallOrder {
+ public:
+  uint64_t next() { return issued_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint64_t upcoming() const { return issued_.load(std::memory_order_relaxed) + 1; }
+
+ private:
+  std::atomic<uint64_t> issued_{0};
+};
 
 class Backend {
  public:
@@ -30,6 +43,10 @@ class Backend {
   // died": the communicator refuses further calls, and the peers hear the news as it is.
   virtual void passOn(const std::string& news) = 0;
   virtual uint64_t sequence() = 0;
+  // From now on, number calls from `order`, as the backend of the communicator's other side
+  // does (a fresh backend: before its first call).
+  virtual void shareOrder(std::shared_ptr<CallOrder> order) = 0;
+  virtual std::shared_ptr<CallOrder> order() = 0;
   virtual std::vector<uint64_t> algoCalls() = 0;  // by Algo, once the queue is drained
   virtual Tracer& tracer() = 0;
   virtual void setTimeout(double seconds) = 0;
@@ -45,14 +62,16 @@ class Queued : public Backend {
       : engine_(std::forward<Args>(engineArgs)...), worker_(threaded) {}
 
   void run(const Task& task) override {
-    worker_.runNow([&] { engine_.run(task); });
+    const Task numbered = numberOf(task);
+    worker_.runNow([&] { engine_.run(numbered); });
   }
   std::shared_ptr<Job> submit(const Task& task) override {
-    return worker_.submit([this, task] { engine_.run(task); });
+    return worker_.submit([this, task = numberOf(task)] { engine_.run(task); });
   }
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine) override {
     std::vector<size_t> counts;
-    worker_.runNow([&] { counts = engine_.exchangeCounts(dtype, mine); });
+    const uint64_t number = order_->next();
+    worker_.runNow([&] { counts = engine_.exchangeCounts(dtype, mine, number); });
     return counts;
   }
   void drain() override { worker_.drain(); }
@@ -63,6 +82,8 @@ class Queued : public Backend {
     worker_.runNow([&] { engine_.passOn(news); });
   }
   uint64_t sequence() override { return engine_.sequence(); }
+  void shareOrder(std::shared_ptr<CallOrder> order) override { order_ = std::move(order); }
+  std::shared_ptr<CallOrder> order() override { return order_; }
   std::vector<uint64_t> algoCalls() override {
     worker_.drain();
     return engine_.algoCalls();
@@ -72,6 +93,12 @@ class Queued : public Backend {
   Engine& engine() { return engine_; }
 
  private:
+  Task numberOf(Task task) {
+    task.number = order_->next();
+    return task;
+  }
+
+  std::shared_ptr<CallOrder> order_ = std::make_shared<CallOrder>();
   Engine engine_;
   Worker worker_;  // declared last, so it is joined before the engine it runs goes
 };

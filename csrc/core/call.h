@@ -48,17 +48,19 @@ class Broken {
 };
 
 // The collective in flight on one rank, for deadlines and messages: "dpcore all_reduce #3 on
-// rank 1: why".
+// rank 1: why", #3 the communicator's number (number), which seq, the transport's own count,
+// equals until the communicator has a device side.
 struct CallContext {
   const char* name = "";
-  uint64_t seq = 0;
+  uint64_t seq = 0;  // the transport's: its calls, one after another (slots go by its parity)
   int rank = 0;
   double timeout = 0;
   std::chrono::steady_clock::time_point deadline;
   Tracer* tracer = nullptr;
+  uint64_t number = 0;  // the communicator's (Task::number)
 
   std::string message(const std::string& why) const {
-    return std::string("dpcore ") + name + " #" + std::to_string(seq) + " on rank " +
+    return std::string("dpcore ") + name + " #" + std::to_string(number) + " on rank " +
            std::to_string(rank) + ": " + why;
   }
   [[noreturn]] void fail(const std::string& why) const { throw CommError(message(why)); }

@@ -66,9 +66,10 @@ class Collectives {
   std::vector<CollHeader> match(const Task& task) { return call(task, false); }
   const CallContext& current() const { return call_; }  // the last call, for messages
 
-  // All ranks' all_gather shard sizes, through a header-only collective.
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {
+  // All ranks' all_gather shard sizes, through a header-only collective (number: Task's).
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number = 0) {
     Task task;
+    task.number = number;
     task.coll = Coll::kAllGather;
     task.dtype = dtype;
     task.algo = Algo::kCountsOnly;
@@ -76,6 +77,23 @@ class Collectives {
     std::vector<size_t> counts;
     for (const CollHeader& h : run(task)) counts.push_back(h.count);
     return counts;
+  }
+
+  // The first call on CUDA arrays, numbered `number`, meets the peers on this (the host)
+  // transport before the device side is set up (Transport::meetElsewhere): as a call of its
+  // own, whose failure breaks the communicator.
+  void meetElsewhere(Coll coll, uint64_t number) {
+    broken_.check();
+    call_ = CallContext{collName(coll), seq_, transport_.name(transport_.rank()), timeout_,
+                        deadlineAfter(std::chrono::steady_clock::now(), timeout_), &tracer_,
+                        number};
+    try {
+      transport_.meetElsewhere(call_);
+    } catch (const std::exception& e) {
+      broken_.set(e.what());
+      transport_.abort(e.what());
+      throw;
+    }
   }
 
   // This rank makes no more calls: the peers hear it rather than wait for one.
@@ -98,7 +116,8 @@ class Collectives {
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
     call_ = CallContext{collName(task.coll), seq_, transport_.name(transport_.rank()), timeout_,
-                        deadlineAfter(now, timeout_), &tracer_};
+                        deadlineAfter(now, timeout_), &tracer_,
+                        task.number ? task.number : seq_};
     TraceSpan span(tracer_, call_.name, seq_, -1, task.total * dtypeSize(task.dtype));
     transport_.begin(call_);
     try {

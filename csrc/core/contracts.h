@@ -63,6 +63,7 @@ extern const void* src;
 extern void* dst;
 extern const void* const* inputs;
 extern size_t count;  // elements
+extern uint64_t number;  // a call's, Task::number
 extern size_t bytes;
 extern size_t offset;  // bytes into a peer's buffer
 extern int rank;
@@ -283,7 +284,8 @@ constexpr bool isTransport() {
 
 // -- Engine: what Queued<Engine> (core/backend.h) runs, in issue order -------------------------
 template <class E> using Run = decltype(a<E>().run(arg::task));
-template <class E> using ExchangeCounts = decltype(a<E>().exchangeCounts(arg::dtype, arg::count));
+template <class E>
+using ExchangeCounts = decltype(a<E>().exchangeCounts(arg::dtype, arg::count, arg::number));
 template <class E> using Sequence = decltype(a<const E>().sequence());
 template <class E> using AlgoCalls = decltype(a<const E>().algoCalls());
 template <class E> using TracerOf = decltype(a<E>().tracer());
@@ -293,8 +295,8 @@ template <class E>
 constexpr bool isEngine() {
   static_assert(has<Run, E>, "Engine: run(const Task&): one collective, start to end");
   static_assert(gives<ExchangeCounts, E, std::vector<size_t>>(),
-                "Engine: std::vector<size_t> exchangeCounts(DType, size_t mine): every rank's "
-                "all_gather shard");
+                "Engine: std::vector<size_t> exchangeCounts(DType, size_t mine, uint64_t number): "
+                "every rank's all_gather shard");
   static_assert(has<Leave, E>, "Engine: leave(const std::string& why): as Transport's");
   static_assert(has<PassOn, E>, "Engine: passOn(const std::string& news): as Transport's, and "
                                 "refuse every later call");

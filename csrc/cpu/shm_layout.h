@@ -43,6 +43,11 @@ constexpr uint64_t kWaitingForSeveral = ~uint64_t{0};
 
 struct alignas(kCacheLine) RankControl {
   Counter arrived;  // sequence number of the last collective this rank entered
+  // The communicator's number (CallContext::number) of the last call this rank entered on this
+  // transport, and, in the host transport's segment, on the device side (ShmTransport::
+  // enterElsewhere): a peer waiting for this rank's call on one side finds it on the other.
+  Counter entered;
+  Counter elsewhere;
   Counter pid;
   Counter reduced;  // direct all_reduce: the last collective whose own chunk is complete
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished

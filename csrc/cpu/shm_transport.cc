@@ -53,6 +53,14 @@ uint32_t alignFor(const Task& task) {
   return ShmLayout::alignOf(input ? task.in : task.out);
 }
 
+std::string sidesDiffer(int peer, bool peerOnDevice) {
+  const char* host = "host arrays";
+  const char* device = "CUDA arrays";
+  return "rank " + std::to_string(peer) + " made this call on " + (peerOnDevice ? device : host) +
+         ", this rank on " + (peerOnDevice ? host : device) +
+         ": every rank passes its arrays on the same side";
+}
+
 }  // namespace
 
 ShmTransport::ShmTransport(const std::string& name, bool create, int rank,
@@ -114,9 +122,13 @@ void ShmTransport::checkAbort() const {
   }
 }
 
-// Why a peer will never post what we wait for: it died, or it closed its communicator.
+// Why a peer will never post what we wait for: it made the call on the other side (and may
+// since have closed its communicator, having failed there), it died, or it closed its
+// communicator.
 std::string ShmTransport::peerTrouble(bool leftCounts) {
   lastPeerCheck_ = std::chrono::steady_clock::now();
+  std::string elsewhere = otherSideTrouble();
+  if (!elsewhere.empty()) return elsewhere;
   for (int r = 0; r < config_.size; ++r) {
     if (r == rank_) continue;
     RankControl* peer = layout_.rank(base_, r);
@@ -130,6 +142,45 @@ std::string ShmTransport::peerTrouble(bool leftCounts) {
     }
   }
   return "";
+}
+
+// Numbers are the communicator's, alike on every rank and never reused: a peer whose last call
+// on the other side has this call's number made this call there.
+std::string ShmTransport::otherSideTrouble() const {
+  if (meeting_) return "";
+  const bool device = hostSide_ != nullptr;
+  const ShmTransport& host = device ? *hostSide_ : *this;
+  Counter RankControl::*there = device ? &RankControl::entered : &RankControl::elsewhere;
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    if ((host.layout_.rank(host.base_, r)->*there).value.load(std::memory_order_acquire) ==
+        call_->number) {
+      return sidesDiffer(name(r), !device);
+    }
+  }
+  return "";
+}
+
+void ShmTransport::meetElsewhere(const CallContext& call) {
+  call_ = &call;
+  enterElsewhere(call.number);
+  notifyAll();  // peers meeting here too
+  struct Meeting {
+    bool& flag;
+    explicit Meeting(bool& f) : flag(f) { flag = true; }
+    ~Meeting() { flag = false; }
+  } meeting(meeting_);
+  for (int r = 0; r < config_.size; ++r) {
+    if (r == rank_) continue;
+    RankControl* peer = layout_.rank(base_, r);
+    waitUntil([&] {
+      return peer->elsewhere.value.load(std::memory_order_acquire) >= call.number ||
+             peer->entered.value.load(std::memory_order_acquire) == call.number;
+    }, r);
+    if (peer->entered.value.load(std::memory_order_acquire) == call.number) {
+      call.fail(sidesDiffer(name(r), false));
+    }
+  }
 }
 
 // Follows the waits from `peer`: the rank where they end waits for nobody, so it holds up

@@ -74,7 +74,10 @@ class ShmTransport {
   Meta annotate(const Task& task) const;
   // The tuner's BufferKind: direct reads a shared buffer with a plain copy.
   static bool sharedInput(const Meta& meta) { return meta.inRegion != 0; }
-  void begin(const CallContext& call) { call_ = &call; }
+  void begin(const CallContext& call) {
+    call_ = &call;
+    layout_.rank(base_, rank_)->entered.value.store(call.number, std::memory_order_release);
+  }
   // Publishes this rank's header (and a one-shot payload) and returns every rank's header. In
   // two halves for a transport that publishes its payload elsewhere (cuda/device_transport.h):
   // once openExchange returns, this rank's one-shot slot of the call's parity is free.
@@ -130,6 +133,21 @@ class ShmTransport {
   // peer failed or died or the deadline passed, naming `what` it waited for. A peer that left
   // is no reason: this rank's own work does not wait for it.
   void watch(const char* what);
+  // A communicator's calls on host arrays and on CUDA arrays go to two transports, both of
+  // them a ShmTransport on the host (the device's: its control()). Each rank says in the host
+  // one's segment which call it entered on each side (RankControl::entered, elsewhere), so a
+  // peer that made this very call on the other side, and will never post here, is found
+  // within a peer check (otherSideTrouble).
+  // The device's control: `host` is the communicator's host transport, which outlives it.
+  void pairWithHost(ShmTransport* host) { hostSide_ = host; }
+  // The host transport: this rank entered call `number` on the device side.
+  void enterElsewhere(uint64_t number) {
+    layout_.rank(base_, rank_)->elsewhere.value.store(number, std::memory_order_release);
+  }
+  // The host transport, before the device side exists (its set-up is part of the first call on
+  // CUDA arrays): enters `call` on the device side and waits until every peer has too, or
+  // fails at once where one made it here, on host arrays.
+  void meetElsewhere(const CallContext& call);
   // Whether every peer has left or died: none can read this rank's memory any more.
   bool peersGone() { return peerTroubleCount() == config_.size - 1; }
   // After posting a counter: wake rank r (or every peer) if it sleeps in waitUntil.
@@ -142,6 +160,7 @@ class ShmTransport {
   // Why a peer will never post what we wait for ("" if none): it died, or (leftCounts) it
   // closed its communicator.
   std::string peerTrouble(bool leftCounts = true);
+  std::string otherSideTrouble() const;  // a peer made this call on the other side, or ""
   int peerTroubleCount();
   std::string heldUpBy(int peer) const;  // "rank 0 (stopped), for which ..." or ""
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
@@ -159,6 +178,8 @@ class ShmTransport {
   uint64_t sendHead_ = 0;  // slots this rank has filled in the next rank's FIFO
   uint64_t recvTail_ = 0;  // slots this rank has emptied from its own FIFO
   std::chrono::steady_clock::time_point lastPeerCheck_;
+  ShmTransport* hostSide_ = nullptr;  // the device's control: the host transport (pairWithHost)
+  bool meeting_ = false;  // in meetElsewhere, where peers are expected on the other side
   std::shared_ptr<SharedBuffers> shared_ = std::make_shared<SharedBuffers>();
   std::vector<char> ringScratch_, directScratch_;
 };

@@ -133,6 +133,7 @@ const char* DeviceTransport::peerAddress(int peer, uint32_t id, uint64_t addr) c
 void DeviceTransport::begin(const CallContext& call) {
   call_ = &call;
   control_.begin(call);
+  if (host_ != nullptr) host_->enterElsewhere(call.number);
 }
 
 std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHeader& mine) {

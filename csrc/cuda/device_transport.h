@@ -80,6 +80,13 @@ class DeviceTransport {
   Meta annotate(const Task& task) const;
   static bool sharedInput(const Meta& meta) { return ShmTransport::sharedInput(meta); }
   void begin(const CallContext& call);
+  // The communicator's host transport, where it is shared memory (ShmTransport::pairWithHost):
+  // a peer that makes a call on host arrays where this rank passes CUDA arrays is found at
+  // once. `host` outlives this transport (the bindings keep it).
+  void pairWithHost(ShmTransport& host) {
+    host_ = &host;
+    control_.pairWithHost(&host);
+  }
   std::vector<CollHeader> exchange(const Task& task, const CollHeader& mine);
   size_t segmentBytes() const { return config_.slotBytes; }
   size_t oneShotBytes() const { return config_.oneShotBytes; }
@@ -121,6 +128,7 @@ class DeviceTransport {
   std::map<uint32_t, Region> regions_;
   std::map<uint32_t, char*> unmapped_;  // this rank's buffer of each region unmapped, to free
   const CallContext* call_ = nullptr;
+  ShmTransport* host_ = nullptr;  // pairWithHost
 };
 
 }  // namespace dpcore

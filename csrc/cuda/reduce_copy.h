@@ -124,6 +124,8 @@ void dispatchReduceCopy(DType dtype, ReduceOp op, F&& f) {
     case DType::kUInt8: return byOp(Plain<uint8_t>{});
     case DType::kInt32: return byOp(Plain<int32_t>{});
     case DType::kInt64: return byOp(Plain<int64_t>{});
+    case DType::kUInt32: return byOp(Plain<uint32_t>{});
+    case DType::kUInt64: return byOp(Plain<uint64_t>{});
   }
 }
 

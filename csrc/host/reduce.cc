@@ -91,6 +91,8 @@ void dispatch(DType dtype, ReduceOp op, Args... args) {
     case DType::kUInt8: return byOp(uint8_t{});
     case DType::kInt32: return byOp(int32_t{});
     case DType::kInt64: return byOp(int64_t{});
+    case DType::kUInt32: return byOp(uint32_t{});
+    case DType::kUInt64: return byOp(uint64_t{});
   }
 }
 

@@ -36,9 +36,9 @@ class Hierarchical {
                std::unique_ptr<MpiEndpoint> cross, size_t mpiSlots, size_t mpiSegmentBytes);
 
   std::vector<CollHeader> run(const Task& task);
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) {
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number) {
     broken_.check();
-    return world_.exchangeCounts(dtype, mine);
+    return world_.exchangeCounts(dtype, mine, number);
   }
   uint64_t sequence() const { return world_.sequence(); }
   std::vector<uint64_t> algoCalls() const { return world_.algoCalls(); }

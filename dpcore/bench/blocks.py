@@ -17,14 +17,28 @@ def timed(mpi, call, iters, average=3, synchronize=None):
     mpi: an mpi4py communicator. synchronize: for calls that return before a device has done
     their work, a function that waits for it: before the barrier, so that no earlier work is
     timed, and as the block's end."""
+    return timed_block(mpi, call, iters, average, synchronize)[0]
+
+
+def timed_block(mpi, call, iters, average=3, synchronize=None, agg=1, blocking=False):
+    """timed() as nccl-tests' BenchTime times a row: (seconds per call, this rank's seconds per
+    call until its last call returned, before synchronize: -C's CPU time). Each of the `iters`
+    iterations makes `agg` calls (-m); blocking (-z): each call is waited for on every rank
+    (synchronize, then a barrier) before the next, and the waits are timed."""
     from mpi4py import MPI
 
     if synchronize:
         synchronize()
     mpi.Barrier()
+    calls = iters * agg
     start = time.perf_counter()
-    for _ in range(iters):
+    for _ in range(calls):
         call()
+        if blocking:
+            if synchronize:
+                synchronize()
+            mpi.Barrier()
+    cpu = time.perf_counter() - start
     if synchronize:
         synchronize()
     elapsed = time.perf_counter() - start
@@ -33,7 +47,7 @@ def timed(mpi, call, iters, average=3, synchronize=None):
     else:
         op = {1: MPI.SUM, 2: MPI.MIN, 3: MPI.MAX}[average]
         elapsed = mpi.allreduce(elapsed, op=op) / (mpi.Get_size() if average == 1 else 1)
-    return elapsed / max(iters, 1)
+    return elapsed / max(calls, 1), cpu / max(calls, 1)
 
 
 def block_iters(nbytes, block_seconds=0.05):

@@ -1,11 +1,12 @@
-"""The bench's entry point: parse the flags, run every (dtype, op) sweep, write --json and --plot.
+"""The bench's entry point: parse the flags, run every (dtype, op, root) sweep, write --json,
+--csv and --plot.
 `python -m dpcore.bench` and benchmarks/*_perf.py call run()."""
-import json
 import os
 import sys
 
 from .._cli.errors import run_main
 from ..dtypes import parse_dtype
+from . import outputs
 from .collectives import TESTS
 from .devices import DeviceUnavailable, open_arrays
 from .harness import Bench
@@ -29,9 +30,13 @@ def main(argv=None, collective=None):
     if args.minbytes == 0 and args.stepfactor > 1:
         p.error(f"-b 0 times -f {args.stepfactor} stays 0 forever: start at -b 1 or more "
                 "(or step by -i with -f 1)")
-    for flag, path in (("--json", args.json), ("--plot", args.plot)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not os.path.isdir(folder):  # before the run, not after it
+    try:
+        written = outputs.targets(args)
+    except ValueError as e:
+        p.error(str(e))
+    for flag, path in [*((f"--{k}", v) for k, v in written.items()), ("--plot", args.plot)]:
+        folder = path and outputs.missing_folder(path)
+        if folder:  # before the run, not after it
             p.error(f"{flag} {path}: the folder {folder} does not exist")
     if args.one_buffer and args.register:
         p.error("--one-buffer and -R 1 choose dpcore's buffers two ways: pick one")
@@ -54,12 +59,14 @@ def main(argv=None, collective=None):
     # The default fitted model describes host memory: on a GPU, only a --model given
     model = (load_model(args.model, MPI.COMM_WORLD.Get_size(), p)
              if args.device == "cpu" or args.model else (None, None, None))
-    with dpcore.init() as comm:
+    # -T: nccl-tests' 0 is no limit of its own; here it leaves dpcore's (DPCORE_TIMEOUT)
+    with dpcore.init(timeout=args.timeout or None) as comm:
         bench = Bench(comm, coll, args, arrays)
         bench.use_model(*model)
-        if coll.rooted and not 0 <= args.root < bench.n:
+        if coll.rooted and args.root is not None and not 0 <= args.root < bench.n:
             bench.say(f"# root {args.root} is not a rank in [0, {bench.n})")
             return 2
+        roots = [-1] if not coll.rooted else range(bench.n) if args.root is None else [args.root]
         if coll.name == "sendrecv" and bench.n < 2:  # a rank may not send to itself
             bench.say("# sendrecv sends to the next rank and receives from the previous one: "
                       "run it on 2 ranks or more")
@@ -72,12 +79,13 @@ def main(argv=None, collective=None):
             for op in ops:
                 if op == "avg" and parse_dtype(dtype_text).kind in "iu":
                     continue  # avg needs a floating dtype
-                try:
-                    bench.time_test(dtype_text, op)
-                except ValueError as e:  # e.g. --algo one_shot past its size: same on every rank
-                    bench.say(f"# {dtype_text} {op}: stopped: {e}")
+                for root in roots:  # nccl-tests' order: dtype, op, root, each a sweep
+                    try:
+                        bench.time_test(dtype_text, op, root)
+                    except ValueError as e:  # e.g. --algo one_shot past its size: every rank
+                        bench.say(f"# {dtype_text} {op}: stopped: {e}")
         result = bench.summary()
-        if args.json and bench.rank == 0:
+        if written and bench.rank == 0:
             one = lambda names: names[0] if len(names) == 1 else names  # noqa: E731
             ref = bench.reference
             doc = {"collective": coll.name, "nranks": bench.n, "dtype": one(args.datatype),
@@ -89,8 +97,8 @@ def main(argv=None, collective=None):
                    "environment": bench.provenance, **result}
             if bench.model is not None:
                 doc["model"] = os.path.abspath(bench.model_path)
-            with open(args.json, "w") as f:
-                json.dump(doc, f, indent=1)
+            for kind, path in written.items():
+                outputs.write(kind, path, doc)
         if args.plot and bench.rank == 0 and bench.rows:
             from .plot import plot
 

@@ -9,7 +9,7 @@ from .devices import one_line
 # -- MPI datatypes and ops ------------------------------------------------------------------
 
 _MPI_NAMES = {"float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "uint8": "UINT8_T",
-              "int32": "INT32_T", "int64": "INT64_T"}
+              "int32": "INT32_T", "uint32": "UINT32_T", "int64": "INT64_T", "uint64": "UINT64_T"}
 _MPI_OPS = {"sum": "SUM", "prod": "PROD", "max": "MAX", "min": "MIN", "avg": "SUM"}
 
 
@@ -36,7 +36,7 @@ def mpi_op(case):
 # and all_gather's input are the rank's shard of the larger buffer, at rank * count as NCCL wants.
 NCCL_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
               "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32",
-              "int64": "NCCL_INT64"}
+              "uint32": "NCCL_UINT32", "int64": "NCCL_INT64", "uint64": "NCCL_UINT64"}
 NCCL_OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",
             "avg": "NCCL_AVG"}
 

@@ -2,11 +2,13 @@
 
 For each size from -b to -e (times -f): allocate, fill exact inputs, then for out-of-place and
 in-place call once untimed (--algo auto: _C.TUNER_SETTLE_CALLS times, until its tuner has tried
-both algorithms), time ITERS back-to-back calls after a barrier and keep the slowest rank's
-time (MPI MAX of the elapsed times; nccl-tests' -a chooses another: blocks.AVERAGES). With
---compare mpi the same buffers go through MPI's own collective (with --device cuda, NCCL's:
-compare.py), alternating with ours block by block; with --repeat R each block runs R times and
-the medians are reported. With -c 1 the data are re-initialised and the collective runs once
+both algorithms), time ITERS x -m back-to-back calls after a barrier (-z 1: a barrier after
+each) and keep the slowest rank's time (MPI MAX of the elapsed times; nccl-tests' -a chooses
+another: blocks.AVERAGES); -C 1 prints rank 0's time until its calls returned instead. -r all
+sweeps once per root, -N 2 twice (after one warm-up). With --compare mpi the same buffers go
+through MPI's own collective (with --device cuda, NCCL's: compare.py), alternating with ours
+block by block, with the same -m and -z; with --repeat R each block runs R times and the medians
+are reported. With -c 1 the data are re-initialised and the collective runs once
 more, and every rank counts the elements whose bits differ from the result it computed itself;
 #wrong is the sum over ranks.
 
@@ -34,7 +36,7 @@ from .. import _C
 from .._cli.environment import provenance
 from ..dtypes import parse_dtype
 from ..sharding import shard_range
-from .blocks import timed
+from .blocks import timed, timed_block
 from .patterns import Case
 from .compare import MpiReference, open_nccl
 from .devices import HostArrays
@@ -161,12 +163,16 @@ class Bench:
             theirs()
         if floor:
             floor()
-        times, ref_times, floor_times = [], [], []
+        times, cpu_times, ref_times, floor_times = [], [], [], []
         before = self.comm.algorithm_calls()
+        block = dict(agg=args.agg_iters, blocking=args.blocking)  # -m, -z: for both libraries
         for _ in range(max(args.repeat, 1)):  # alternate: ours, MPI, floor, ours, MPI, ...
-            times.append(timed(self.mpi, ours, iters, args.average, sync))
+            t, cpu = timed_block(self.mpi, ours, iters, args.average, sync, **block)
+            times.append(t)
+            cpu_times.append(cpu)
             if compare:
-                ref_times.append(timed(self.mpi, theirs, iters, args.average, sync))
+                ref_times.append(timed_block(self.mpi, theirs, iters, args.average, sync,
+                                             **block)[0])
             if floor:
                 floor_times.append(timed(self.mpi, floor, iters, args.average, sync))
         ran = {a: k - before.get(a, 0) for a, k in self.comm.algorithm_calls().items()}
@@ -176,7 +182,8 @@ class Bench:
             if wrong:
                 break
         median = lambda t: statistics.median(t) if t else None  # noqa: E731
-        return {"time": median(times), "iters": iters, "wrong": wrong,
+        return {"time": median(times), "cpu_time": median(cpu_times), "iters": iters,
+                "wrong": wrong,
                 "ref_time": median(ref_times), "floor_time": median(floor_times),
                 "algo": max(ran, key=ran.get) if any(ran.values()) else None}
 
@@ -197,54 +204,65 @@ class Bench:
                     ref.run(self.coll, send, recv, case, False)
             self.arrays.synchronize()
 
-    # -- one (dtype, op) sweep, as nccl-tests' TimeTest -----------------------------------------
+    # -- one (dtype, op, root) sweep, as nccl-tests' TimeTest -------------------------------------
 
-    def time_test(self, dtype_text, op):
+    def time_test(self, dtype_text, op, root):
+        """One sweep of the sizes (-N times after one warm-up), as nccl-tests' TimeTest; root:
+        the rank, or -1 for a collective without one."""
         coll, args = self.coll, self.args
         dtype = parse_dtype(dtype_text)
         op_name = op if coll.reduces else "none"
-        root = args.root if coll.rooted else -1
 
         def case_for(nbytes):
             count = nbytes // dtype.itemsize
             return Case(dtype, op, max(root, 0), args.algo, self.n, self.rank, count,
                         coll.sizes(count, self.n))
 
+        self.warm_up(case_for)
+        cycle = 0
+        while args.run_cycles == 0 or cycle < args.run_cycles:  # -N 0: until killed
+            for nbytes in sizes(args):
+                self.rows.append(self.time_row(case_for(nbytes), op_name, root, cycle))
+            cycle += 1
+
+    def time_row(self, case, op_name, root, cycle):
+        """One row: out-of-place and in-place, printed, and returned for --json."""
+        coll, args = self.coll, self.args
         factor = coll.bus_factor(self.n)
         ref = self.reference
-        self.warm_up(case_for)
-        for nbytes in sizes(args):
-            case = case_for(nbytes)
-            size = max(case.send_count, case.recv_count) * dtype.itemsize
-            row = {"collective": coll.name, "nranks": self.n, "size": size,
-                   "count": case.count_column, "type": case.dtype_name, "redop": op_name,
-                   "root": root, "algo": args.algo, "transport": self.comm.transport,
-                   "device": self.arrays.name}
-            floor = None
-            if self.floor:
-                row["floor_bytes"] = floor_bytes(coll.name, self.n, size)
-                floor = self.arrays.copy_call(row["floor_bytes"]) if row["floor_bytes"] else None
-            for label, in_place in (("oop", False), ("ip", True)):
-                m = self.measure(case, in_place, floor if in_place else None)
-                row[f"{label}_algo"] = m["algo"]
-                row[f"{label}_iters"] = m["iters"]
-                row.update(columns(label, size, m["time"], factor))
-                row[f"{label}_wrong"] = m["wrong"]
-                if ref is not None:  # ratio = our busbw / theirs = their time / ours
-                    row.update(columns(f"{label}_{ref.name}", size, m["ref_time"], factor))
-                    row[f"{label}_ratio"] = (m["ref_time"] / m["time"]
-                                             if m["ref_time"] and m["time"] else None)
-            if self.floor:
-                t = m["floor_time"]
-                row["floor_time_us"] = t * 1e6 if t else None
-                row["floor_copy_gbps"] = row["floor_bytes"] / t / 1e9 if t else None
-                reached = achieved(t, m["time"])
-                row["ip_floor%"] = reached * 100 if reached is not None else None
-            row["algo_used"] = row["ip_algo"] or algo_used(self.comm, coll.name, size, args.algo)
-            if self.model is not None:
-                row.update(model_columns(self.model, coll.name, row))
-            self.rows.append(row)
-            self.say(format_row(row, ref and ref.name, self.model is not None, self.floor))
+        size = max(case.send_count, case.recv_count) * case.dtype.itemsize
+        row = {"collective": coll.name, "nranks": self.n, "size": size,
+               "count": case.count_column, "type": case.dtype_name, "redop": op_name,
+               "root": root, "algo": args.algo, "transport": self.comm.transport,
+               "device": self.arrays.name, "cycle": cycle}
+        floor = None
+        if self.floor:
+            row["floor_bytes"] = floor_bytes(coll.name, self.n, size)
+            floor = self.arrays.copy_call(row["floor_bytes"]) if row["floor_bytes"] else None
+        for label, in_place in (("oop", False), ("ip", True)):
+            m = self.measure(case, in_place, floor if in_place else None)
+            row[f"{label}_algo"] = m["algo"]
+            row[f"{label}_iters"] = m["iters"]
+            row.update(columns(label, size, m["time"], factor))
+            if args.report_cputime:  # -C: the time column only; bandwidths stay the wall's
+                row[f"{label}_cputime_us"] = m["cpu_time"] * 1e6
+            row[f"{label}_wrong"] = m["wrong"]
+            if ref is not None:  # ratio = our busbw / theirs = their time / ours
+                row.update(columns(f"{label}_{ref.name}", size, m["ref_time"], factor))
+                row[f"{label}_ratio"] = (m["ref_time"] / m["time"]
+                                         if m["ref_time"] and m["time"] else None)
+        if self.floor:
+            t = m["floor_time"]
+            row["floor_time_us"] = t * 1e6 if t else None
+            row["floor_copy_gbps"] = row["floor_bytes"] / t / 1e9 if t else None
+            reached = achieved(t, m["time"])
+            row["ip_floor%"] = reached * 100 if reached is not None else None
+        row["algo_used"] = row["ip_algo"] or algo_used(self.comm, coll.name, size, args.algo)
+        if self.model is not None:
+            row.update(model_columns(self.model, coll.name, row))
+        self.say(format_row(row, ref and ref.name, self.model is not None, self.floor,
+                            args.report_cputime))
+        return row
 
     # -- header and summary -------------------------------------------------------------------
 
@@ -258,11 +276,15 @@ class Bench:
             compare += f" (NCCL left out: {self.left_out})"
         self.say(f"# dpcore.bench {self.coll.name}  nranks {self.n}  minBytes {a.minbytes} "
                  f"maxBytes {a.maxbytes} step: {step} warmup iters: {a.warmup_iters} "
-                 f"iters: {iters} validation: {a.check} algo: {a.algo} "
+                 f"iters: {iters} agg iters: {a.agg_iters} validation: {a.check} "
+                 f"algo: {a.algo} "
                  f"compare: {compare} repeat: {a.repeat} "
                  f"register: {a.register} one-buffer: {int(a.one_buffer)}"
                  f"{f' device: {self.arrays.name}' if self.arrays.name != 'cpu' else ''}"
-                 f"{' floor: 1' if self.floor else ''}")
+                 f"{' floor: 1' if self.floor else ''}"
+                 f"{' blocking: 1' if a.blocking else ''}"
+                 f"{' cputime: 1' if a.report_cputime else ''}"
+                 f"{f' cycles: {a.run_cycles}' if a.run_cycles != 1 else ''}")
         if self.rank == 0:
             self.say("# " + "  ".join(f"{k} {v}" for k, v in self.provenance.items()
                                        if k != "settings") +
@@ -283,7 +305,8 @@ class Bench:
                      "buffers")
         for line in self.model_info or ():
             self.say(line)
-        self.say(table_header(ref and ref.name, self.model is not None, self.floor))
+        self.say(table_header(ref and ref.name, self.model is not None, self.floor,
+                              a.report_cputime))
 
     def summary(self):
         wrong = sum(r[f"{p}_wrong"] or 0 for r in self.rows for p in ("oop", "ip"))

@@ -1,14 +1,23 @@
-"""The bench's command line, with nccl-tests' flags and meanings (-b -e -f -i -n -w -c -d -o -r
--a), plus dpcore's (--algo, -R, --one-buffer, --device, --compare, --floor, --repeat, --json,
---model, --plot)."""
+"""The bench's command line, with nccl-tests' flags and meanings (src/common.cu): -b -e -f -i -n
+-m -w -N -c -d -o -r -z -T -C -a -J, plus dpcore's (--algo, -R, --one-buffer, --device,
+--compare, --floor, --repeat, --json, --csv, --model, --plot). nccl-tests' GPU-only flags are
+refused by name (gpu_only.py).
+
+Where the defaults differ from nccl-tests' (docs/api.md says why): -b 8 -e 64M -f 4 (nccl-tests:
+32M, 32M, no factor: one size), -n 20 but fewer for large sizes (nccl-tests: 20), -w 5
+(nccl-tests' README: 5; its recent src/common.cu: 1), -a 3, the slowest rank (nccl-tests: 1, the
+mean).
+"""
 import argparse
 
-from .._cli.args import Parser, argument
+from .._cli.args import Parser, argument, whole
 from ..comm.communicator import Communicator
 from ..cost.units import parse_bytes
 from ..dtypes import parse_dtype, supported
 from .blocks import AVERAGES
 from .collectives import TESTS
+from .gpu_only import add_gpu_only
+from .outputs import output_file
 from .patterns import dtype_name
 
 # A block of timed calls moves at most this many bytes per rank unless -n is given, so big sizes
@@ -48,6 +57,21 @@ def _op_names(text):
     return [text]
 
 
+def _root(text):
+    """-r: a rank, or "all": every rank in turn (None here; the harness knows the ranks)."""
+    if text == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rank or all, not {text!r}") from None
+
+
+def _switch(text):
+    """nccl-tests' 0/1 flags (-z, -C): any whole number, nonzero meaning on, as strtol reads it."""
+    return bool(whole(0)(text))
+
+
 def _average(text):
     if text not in {str(k) for k in AVERAGES}:
         raise argparse.ArgumentTypeError(
@@ -73,16 +97,34 @@ def parser(collective=None):
                    help=f"timed calls per block (default {DEFAULT_ITERS}, fewer for sizes "
                         f"above {AUTO_ITER_BYTES // DEFAULT_ITERS >> 20} MiB; "
                         "a given -n is used as is)")
+    p.add_argument("-m", "--agg_iters", type=whole(1), default=1,
+                   help="calls per timed iteration: each row's time is the block's over -n x -m "
+                        "calls (nccl-tests groups them into one NCCL launch; dpcore has no group "
+                        "call, so they are issued back to back)")
     p.add_argument("-w", "--warmup_iters", type=int, default=5, help="default 5")
+    p.add_argument("-N", "--run_cycles", type=whole(0), default=1,
+                   help="run the whole sweep this many times, printing each (0: until killed)")
     p.add_argument("-c", "--check", type=int, default=1,
                    help="check results (count wrong elements) this many times, default 1")
     p.add_argument("-d", "--datatype", type=_dtype_names, default=["float32"],
                    help="float32 (default), float16, bfloat16, float64, int8, uint8, int32, "
-                        "int64, or all")
+                        "uint32, int64, uint64, or all")
     p.add_argument("-o", "--op", type=_op_names, default=["sum"],
                    help="sum (default), prod, max, min, avg, or all")
-    p.add_argument("-r", "--root", type=int, default=0,
-                   help="the root of broadcast, reduce, gather and scatter (default 0)")
+    p.add_argument("-r", "--root", type=_root, default=0,
+                   help="the root of broadcast, reduce, gather and scatter, or all: each rank in "
+                        "turn, a sweep each (default 0)")
+    p.add_argument("-z", "--blocking", type=_switch, default=False,
+                   help="1: wait for each call to end on every rank (the device synchronized, "
+                        "then a barrier) before the next; the time includes the waits "
+                        "(default 0)")
+    p.add_argument("-T", "--timeout", type=whole(0), default=0,
+                   help="seconds a collective may wait before the run fails, as dpcore.init's "
+                        "timeout (default 0: dpcore's own, DPCORE_TIMEOUT)")
+    p.add_argument("-C", "--report_cputime", type=_switch, default=False,
+                   help="1: the time column is rank 0's CPU time, until its calls returned "
+                        "(before waiting for a device); algbw and busbw stay the wall time's "
+                        "(default 0)")
     algos = ("auto",) + tuple(Communicator.algorithms) + ("direct",)
     p.add_argument("--algo", default="auto", choices=algos,
                    help=f"{', '.join(algos)} (default auto)")
@@ -116,6 +158,11 @@ def parser(collective=None):
     p.add_argument("--repeat", type=int, default=1,
                    help="run each timed block this many times (alternating) and report medians")
     p.add_argument("--json", metavar="FILE", default=None, help="write every row as JSON")
+    p.add_argument("--csv", metavar="FILE", default=None,
+                   help="write every row as CSV, one line per row, --json's keys as columns")
+    p.add_argument("-J", "--output_file", metavar="FILE", type=output_file, default=None,
+                   help="nccl-tests' spelling: --json FILE for FILE.json, --csv FILE for "
+                        "FILE.csv")
     p.add_argument("--model", metavar="FILE", default=None,
                    help="fitted cost model (JSON from `python -m dpcore.cost fit --out FILE`) "
                         "for the pred_us and model_err%% columns and for --algo auto's choice; "
@@ -123,6 +170,7 @@ def parser(collective=None):
     p.add_argument("--plot", metavar="FILE.png", default=None,
                    help="draw busbw against size for dpcore, MPI (--compare mpi) and the "
                         "model (needs matplotlib)")
+    add_gpu_only(p)
     return p
 
 

@@ -13,10 +13,11 @@ _PERIOD = 4099
 
 # Largest magnitude up to which every integer is exact in the dtype (ints: their range).
 _EXACT = {"float16": 2 ** 11, "bfloat16": 2 ** 8, "float32": 2 ** 24, "float64": 2 ** 53,
-          "int8": 127, "uint8": 255, "int32": 2 ** 31 - 1, "int64": 2 ** 62}
+          "int8": 127, "uint8": 255, "int32": 2 ** 31 - 1, "uint32": 2 ** 32 - 1,
+          "int64": 2 ** 62, "uint64": 2 ** 63}
 # How many factors of 2 a product may hold without overflow.
 _MAX_TWOS = {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023,
-             "int8": 6, "uint8": 7, "int32": 30, "int64": 62}
+             "int8": 6, "uint8": 7, "int32": 30, "uint32": 31, "int64": 62, "uint64": 63}
 _VALUE_CAP = 2 ** 40  # keeps int64/float64 patterns and their sums easy to reason about
 
 
@@ -44,7 +45,7 @@ def rank_values(case, rank):
     hi = min(_EXACT[name], _VALUE_CAP)
     if case.op in ("sum", "avg"):
         hi //= n  # the sum over n ranks stays exact
-    lo = 0 if name == "uint8" or case.op in ("sum", "avg") else -hi
+    lo = 0 if case.dtype.kind == "u" or case.op in ("sum", "avg") else -hi
     span = np.uint64(max(hi - lo + 1, 1))
     mixed = (j * np.uint64(2654435761) + np.uint64(rank * 40503 + 12345)) % span
     return mixed.astype(np.int64) + lo

@@ -93,8 +93,8 @@ def _ref_block(name):
     return f"  {{:>{max(8, len(name) + 5)}}}  {{:>{max(9, len(name) + 6)}}}  {{:>5}}"
 
 
-def table_header(compare, model=False, floor=False):
-    """compare: the compared library's name ("mpi", "nccl") or None."""
+def table_header(compare, model=False, floor=False, cputime=False):
+    """compare: the compared library's name ("mpi", "nccl") or None; cputime: -C 1's time."""
     params_width = len(_PARAMS.format(*[""] * 5))
     block_width = len(_BLOCK.format(*[""] * 4))
     meta = "#" + " " * (params_width - 1) + "out-of-place".center(block_width)
@@ -102,7 +102,7 @@ def table_header(compare, model=False, floor=False):
     names = "#" + _PARAMS.format("size", "count", "type", "redop", "root")[1:]
     units = "#" + _PARAMS.format("(B)", "(elements)", "", "", "")[1:]
     for _ in range(2):
-        names += _BLOCK.format("time", "algbw", "busbw", "#wrong")
+        names += _BLOCK.format("cputime" if cputime else "time", "algbw", "busbw", "#wrong")
         units += _BLOCK.format("(us)", "(GB/s)", "(GB/s)", "")
     if compare:
         block = _ref_block(compare)
@@ -133,11 +133,12 @@ def num(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
 
 
-def format_row(row, compare, model=False, floor=False):
+def format_row(row, compare, model=False, floor=False, cputime=False):
     text = _PARAMS.format(row["size"], row["count"], row["type"], row["redop"], row["root"])
     for p in ("oop", "ip"):
         wrong = row[f"{p}_wrong"]
-        text += _BLOCK.format(time_text(row[f"{p}_time_us"]), num(row[f"{p}_algbw"]),
+        time_us = row[f"{p}_cputime_us" if cputime else f"{p}_time_us"]
+        text += _BLOCK.format(time_text(time_us), num(row[f"{p}_algbw"]),
                               num(row[f"{p}_busbw"]), "n/a" if wrong is None else wrong)
     if compare:
         text += _ref_block(compare).format(time_text(row[f"ip_{compare}_time_us"]),

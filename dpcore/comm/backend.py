@@ -66,6 +66,11 @@ class Backend(Protocol):
     def pass_on(self, news: str) -> None:
         """A peer's failure heard elsewhere (in alloc): refuse later calls, and tell the peers."""
 
+    def meet_other_side(self, coll: int) -> None:
+        """Before the communicator's first call on CUDA arrays (collective `coll`) sets up its
+        device side, on its host backend: where that is shared memory, meet the peers there,
+        so that one that made the call on host arrays is a CommError on every rank at once."""
+
 
 class ShmBackend(Backend, Protocol):
     def can_read_peers(self) -> bool:
@@ -90,6 +95,10 @@ class DeviceBackend(Backend, Protocol):
                       out_ptr: int, count: int, total: int, stream: int,
                       splits: int = 0) -> Job:
         """As submit, on device pointers."""
+
+    def pair_sides(self, host: Backend) -> None:
+        """At connection, before the first call: number calls in one count with `host` (the
+        communicator's host backend), and find a peer that made a call on the other side."""
 
     def map_peers(self, handles: List[bytes]) -> None:
         """Map every rank's slots (their IPC handles, in rank order)."""

@@ -74,7 +74,7 @@ class Communicator(Exchanges, PointToPointCalls):
         self._host = HostPath(made.backend, self.size, self.rank, self.transport,
                               self.one_shot_bytes, self.direct)
         # CUDA arrays' side: its backend is made at their first call
-        self._device = DevicePath(made.boot, made.node, self.settings, self.timeout,
+        self._device = DevicePath(made.boot, made.node, made.backend, self.settings, self.timeout,
                                   self.one_shot_bytes)
         self._in_flight = InFlight()
         self._p2p = PointToPoint(made.p2p, self.rank, self.size, self._in_flight,

@@ -33,7 +33,8 @@ class DeviceArray:
 
 # torch's dtypes by name, as NumPy knows them: torch spells bfloat16 "<V2" in the interface
 _TORCH_DTYPES = {name: np.dtype(name) for name in
-                 ("float16", "float32", "float64", "int8", "uint8", "int32", "int64")}
+                 ("float16", "float32", "float64", "int8", "uint8", "int32", "uint32", "int64",
+                  "uint64")}
 
 
 def _dtype_of(array, typestr):

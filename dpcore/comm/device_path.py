@@ -10,7 +10,7 @@ import time
 import weakref
 
 from ..collectives import MOVING
-from ..dtypes import ALGORITHMS
+from ..dtypes import ALGORITHMS, ALL_GATHER
 from ..setup import device_transport
 from ..setup.segments import agreed_request
 from .choice import RING, Rules
@@ -21,8 +21,10 @@ class DevicePath:
     """One communicator's device side (dpcore.comm.path.Path): its backend is made at the first
     call on CUDA arrays, on every rank at once, as that call is."""
 
-    def __init__(self, boot, node, settings, timeout, one_shot_bytes):
+    def __init__(self, boot, node, host, settings, timeout, one_shot_bytes):
+        """host: the communicator's host backend, whose count of calls this side shares."""
         self._boot, self._node, self._settings, self._timeout = boot, node, settings, timeout
+        self._host = host
         self._backend = None
         self._device = None  # the CUDA device of the first call's arrays
         self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
@@ -69,26 +71,32 @@ class DevicePath:
     # -- the backend ------------------------------------------------------------------------
 
     def run(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
-        self._connected(x).run_device(coll, dtype, op, root, algo, x.ptr, _ptr(out), count,
-                                      total, stream_of(x), splits)
+        self._connected(x, coll).run_device(coll, dtype, op, root, algo, x.ptr, _ptr(out),
+                                            count, total, stream_of(x), splits)
 
     def submit(self, coll, dtype, op, root, algo, x, out, count, total, splits=0):
-        return self._connected(x).submit_device(coll, dtype, op, root, algo, x.ptr, _ptr(out),
-                                                count, total, stream_of(x), splits)
+        return self._connected(x, coll).submit_device(coll, dtype, op, root, algo, x.ptr,
+                                                      _ptr(out), count, total, stream_of(x),
+                                                      splits)
 
     def exchange_counts(self, dtype, count, view):
-        return self._connected(view).exchange_counts(dtype, count)
+        return self._connected(view, ALL_GATHER).exchange_counts(dtype, count)
 
     def algo_calls(self):
         return self._backend.algo_calls() if self._backend is not None else [0] * len(ALGORITHMS)
 
-    def _connected(self, view=None, device=None):
+    def _connected(self, view=None, coll=None, device=None):
+        """The backend, set up at the first call on CUDA arrays (coll: that call's collective;
+        None: comm.alloc's)."""
         if self._backend is None:
             if device is None:
                 device = device_index(view) if view is not None else 0
-            self._backend = device_transport.connect(self._boot, self._node, self._settings,
-                                                     self._timeout, device)
-            self._device = device
+            if coll is not None:  # a peer that made this call on host arrays: a CommError now
+                self._host.meet_other_side(coll)
+            backend = device_transport.connect(self._boot, self._node, self._settings,
+                                               self._timeout, device)
+            backend.pair_sides(self._host)  # before its first call: one count of calls
+            self._backend, self._device = backend, device
         return self._backend
 
     @property

@@ -49,7 +49,8 @@ def as_array(t):
         return t.numpy()
     except TypeError:  # a dtype NumPy has not got (uint16, float8, ...)
         raise TypeError(f"dpcore: cannot reduce torch.{str(t.dtype)[6:]} tensors; dpcore reduces "
-                        f"float16, bfloat16, float32, float64, int8, uint8, int32, int64") from None
+                        f"float16, bfloat16, float32, float64, int8, uint8, int32, uint32, "
+                        f"int64, uint64") from None
 
 
 def as_moved(t, what="tensor"):
@@ -70,7 +71,7 @@ def as_moved(t, what="tensor"):
 
 # The dtypes that torch and dpcore share (bfloat16 aside: its NumPy dtype is ml_dtypes').
 _MOVED_TYPED = (torch.float16, torch.float32, torch.float64, torch.int8, torch.uint8,
-                torch.int32, torch.int64)
+                torch.int32, torch.uint32, torch.int64, torch.uint64)
 
 
 def _check_cpu(t):

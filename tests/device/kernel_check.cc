@@ -21,7 +21,7 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16, DType::kFloat32,
                              DType::kFloat64, DType::kInt8, DType::kUInt8, DType::kInt32,
-                             DType::kInt64};
+                             DType::kInt64, DType::kUInt32, DType::kUInt64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin,
                              ReduceOp::kAvg};
 
@@ -30,7 +30,9 @@ bool floating(DType d) { return d <= DType::kFloat64; }
 // Small integers in every dtype's bits: exact in all of them, so only order and rounding matter.
 void fill(std::vector<unsigned char>& bytes, DType dtype, std::mt19937& rng) {
   const size_t elem = dtypeSize(dtype), n = bytes.size() / elem;
-  std::uniform_int_distribution<int> value(dtype == DType::kUInt8 ? 0 : -3, 3);
+  const bool isUnsigned = dtype == DType::kUInt8 || dtype == DType::kUInt32 ||
+                          dtype == DType::kUInt64;
+  std::uniform_int_distribution<int> value(isUnsigned ? 0 : -3, 3);
   for (size_t i = 0; i < n; ++i) {
     const int v = value(rng);
     unsigned char* p = bytes.data() + i * elem;
@@ -51,6 +53,8 @@ void fill(std::vector<unsigned char>& bytes, DType dtype, std::mt19937& rng) {
       case DType::kUInt8: { uint8_t x = v; std::memcpy(p, &x, 1); break; }
       case DType::kInt32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
       case DType::kInt64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
+      case DType::kUInt32: { uint32_t x = v; std::memcpy(p, &x, 4); break; }
+      case DType::kUInt64: { uint64_t x = v; std::memcpy(p, &x, 8); break; }
     }
   }
 }

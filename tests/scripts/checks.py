@@ -20,6 +20,10 @@ _FEW_REDUCTIONS = [(_F16, "sum"), (_F16, "avg"), (_F16, "max"), (_F32, "sum"), (
                    (_F32, "avg"), (np.dtype("float64"), "min"), (np.dtype("int8"), "sum"),
                    (np.dtype("int32"), "prod"), (_I64, "max")]
 _FEW_DTYPES = [_F16, _F32, _I64]
+# The unsigned dtypes nccl-tests has beside uint8, checked at 2 ranks only (reductions.py,
+# device_collectives.py): their loops are the signed ones' with another type, and each case
+# costs as much as int32's.
+WIDE_UNSIGNED = [np.dtype("uint32"), np.dtype("uint64")]
 
 
 def __getattr__(name):
@@ -42,13 +46,16 @@ def __getattr__(name):
 
 
 # What MPI itself can reduce (mpi4py knows neither float16 nor bfloat16 as MPI types).
-MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "uint8", "int32", "int64")}
+MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "uint8", "int32", "int64",
+                                    "uint32", "uint64")}
 MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 
 # Distinct values per dtype: sums of 4 ranks stay exact (bfloat16 holds integers up to 256,
-# float16 up to 2048); int8/uint8 sums wrap, as NumPy's do.
+# float16 up to 2048); int8/uint8 sums wrap, as NumPy's do, and so do uint32/uint64's (their
+# values count down from the top).
 _MODULUS = {"float16": 1024, "bfloat16": 128, "int8": 256, "uint8": 256, "float32": 1 << 20,
-            "int32": 1 << 20, "float64": 1 << 40, "int64": 1 << 40}
+            "int32": 1 << 20, "float64": 1 << 40, "int64": 1 << 40, "uint32": 1 << 20,
+            "uint64": 1 << 40}
 
 
 def is_float(dtype):
@@ -68,6 +75,8 @@ def make_input(dtype, op, count, rank, size, shape=None):
         v = key % 4 + 1
         if dtype.kind != "u":
             v = np.where(key % 3 == 0, -v, v)
+    elif dtype.kind == "u" and dtype.itemsize >= 4:  # from the top down, so sums wrap around
+        return (np.iinfo(dtype).max - key.astype(dtype)).reshape(shape or -1)
     elif dtype.kind == "u":
         v = key
     else:

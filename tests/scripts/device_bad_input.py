@@ -5,6 +5,8 @@ refused so too), and a call that differs between ranks is a CommError on all.
 
 Usage: mpiexec -n 2 python -m mpi4py device_bad_input.py
 """
+import time
+
 import numpy as np
 
 import dpcore
@@ -58,6 +60,33 @@ for r in range(size):
     mistakes(r)
     y = comm.all_reduce(x)  # still works, and every rank made the same calls
     check.equal(y.get(), np.arange(12, dtype=np.float32) * size, f"after rank {r}'s mistakes")
+
+
+def sides_differ(first_device_call):
+    """Rank 0 passes CUDA arrays where rank 1 passes host arrays, in the same call of one
+    communicator (its first on CUDA arrays, or a later one): a CommError on both within
+    seconds, under the one number both ranks give the call."""
+    other = dpcore.init(timeout=20)
+    made = 1
+    if not first_device_call:
+        other.all_reduce(x)
+        made += 1
+    other.all_reduce(np.ones(3, np.float32))
+    made += 1
+    start = time.monotonic()
+    try:
+        other.all_reduce(x if rank == 0 else np.ones(12, np.float32))
+        check.true(False, "arrays on different sides did not raise")
+    except dpcore.CommError as e:
+        took = time.monotonic() - start
+        check.true(took < 5, f"sides: the error took {took:.1f} s")
+        check.true(f"all_reduce #{made} " in str(e) and "CUDA arrays" in str(e)
+                   and "host arrays" in str(e), f"sides: {e}")
+    other.close()
+
+
+sides_differ(first_device_call=False)
+sides_differ(first_device_call=True)
 
 # A call that differs between ranks: every rank hears it.
 try:

@@ -1,10 +1,10 @@
-"""Collectives on CUDA arrays, run by the device transport (csrc/cuda/): on the CPU emulation
-with DPCORE_CUDA_EMULATION=1 (CI), or on a GPU with DEVICE=cupy (tests/gpu/device_check.sh), the
-same checks. Against NumPy exactly, and bit for bit against the host path running the same
-algorithm on the same inputs, floats too (one_shot rounds once, the ring after every hop, on both
-sides): every dtype x op x algorithm over empty, tiny, odd and several-segment counts; in place
-and into out=; async; reduce to the roots in turn; broadcast from every root; all_gather of
-uneven shards.
+"""Collectives on CUDA arrays, run by the device transport (csrc/cuda/): on the CPU emulation with
+DPCORE_CUDA_EMULATION=1 (CI), or on a GPU with DEVICE=cupy (tests/gpu/device_check.sh), the same
+checks. Against NumPy exactly, and bit for bit against the host path running the same algorithm on
+the same inputs, floats too (one_shot rounds once, the ring after every hop, on both sides): every
+dtype x op x algorithm (uint32 and uint64 at 2 ranks) over empty, tiny, odd and several-segment
+counts; in place and into out=; async; reduce to the roots in turn; broadcast from every root;
+all_gather of uneven shards.
 
 Usage: mpiexec -n K python -m mpi4py device_collectives.py [all|few] [small]
   few: a sample of dtype x op pairs; small: counts up to 1009 only (for tiny ring slots)
@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import BFLOAT16, Checker, make_input, ops_for, reference, say
+from checks import BFLOAT16, WIDE_UNSIGNED, Checker, make_input, ops_for, reference, say
 
 few, small = "few" in sys.argv[1:], "small" in sys.argv[1:]
 if os.environ.get("DEVICE") == "cupy":
@@ -40,6 +40,8 @@ if os.environ.get("DEVICE") != "cupy" and BFLOAT16 is not None:  # CuPy has no b
     DTYPES.append(BFLOAT16)
     FEW += [(BFLOAT16, "sum"), (BFLOAT16, "avg")]
 CASES = FEW if few else [(d, op) for d in DTYPES for op in ops_for(d)]
+if MPI.COMM_WORLD.size == 2 and not few:
+    CASES += [(d, op) for d in WIDE_UNSIGNED for op in ops_for(d)]
 
 comm = dpcore.init()
 rank, size = comm.rank, comm.size

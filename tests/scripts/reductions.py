@@ -13,13 +13,15 @@ import numpy as np
 from mpi4py import MPI
 
 import dpcore
-from checks import (Checker, DTYPES, FEW_REDUCTIONS, expect_transport, make_input,
-                    mpi_allreduce, ops_for, reference)
+from checks import (Checker, DTYPES, FEW_REDUCTIONS, WIDE_UNSIGNED, expect_transport,
+                    make_input, mpi_allreduce, ops_for, reference)
 
 max_count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1] != "all" else None
 few = len(sys.argv) > 2 and sys.argv[2] == "few"
 CASES = FEW_REDUCTIONS if few else [(dtype, op) for dtype in DTYPES for op in ops_for(dtype)]
 world = MPI.COMM_WORLD
+if world.size == 2 and not few:
+    CASES += [(dtype, op) for dtype in WIDE_UNSIGNED for op in ops_for(dtype)]
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)

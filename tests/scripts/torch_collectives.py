@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 
+from checks import reference
 from torch_kit import MOVE_DTYPES, OPS, REDUCE_DTYPES, same, tensor
 
 COUNTS = [1, 13, 70001]  # one element; odd; past one_shot's slot (ring or direct)
@@ -40,6 +41,17 @@ def check_all_reduce(check, rank, size, gloo):
                 value = dist.all_reduce(t, op=OPS[op], async_op=True).get_future().wait()
                 check.true(value[0] is t, f"{label}: the future holds the tensor")
                 same(check, t, want, f"{label}, async future")
+
+
+def check_unsigned(check, rank, size, gloo):
+    """uint32 and uint64, which gloo does not reduce: against NumPy's wrapping reduction."""
+    for dtype in (torch.uint32, torch.uint64):
+        for op in ("sum", "prod", "min", "max"):
+            label = f"all_reduce {op} {dtype}"
+            t = tensor(dtype, 1009, rank, size, op)
+            want = reference(op, [tensor(dtype, 1009, r, size, op).numpy() for r in range(size)])
+            dist.all_reduce(t, op=OPS[op])
+            same(check, t, torch.from_numpy(want), label)
 
 
 def check_moves(check, rank, size, gloo):

@@ -33,6 +33,10 @@ struct Task {
   // to rank q (dpcore/comm/ has exchanged them and checked that the ranks agree); nullptr: count
   // / n each way.
   const uint64_t* splits = nullptr;
+  // The communicator's number for this call, counted across its host and device backends in
+  // the order the caller issued them (core/backend.h: CallOrder), for messages and for telling
+  // a peer that made this call on the other side; 0: the transport's own count.
+  uint64_t number = 0;
 };
 
 // A task from the bindings' codes and pointers (dpcore/comm/ has checked them).

@@ -17,9 +17,9 @@ namespace dpcore {
 
 enum class DType : int32_t {
   kFloat16 = 0, kBFloat16 = 1, kFloat32 = 2, kFloat64 = 3,
-  kInt8 = 4, kUInt8 = 5, kInt32 = 6, kInt64 = 7,
+  kInt8 = 4, kUInt8 = 5, kInt32 = 6, kInt64 = 7, kUInt32 = 8, kUInt64 = 9,
 };
-constexpr int kNumDTypes = 8;
+constexpr int kNumDTypes = 10;
 
 // kAvg is a sum whose last reduction also divides by the number of ranks.
 enum class ReduceOp : int32_t { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
@@ -40,16 +40,16 @@ constexpr int kNumAlgos = 5;
 DP_HOST_DEVICE inline size_t dtypeSize(DType t) {
   switch (t) {
     case DType::kFloat16: case DType::kBFloat16: return 2;
-    case DType::kFloat32: case DType::kInt32: return 4;
-    case DType::kFloat64: case DType::kInt64: return 8;
+    case DType::kFloat32: case DType::kInt32: case DType::kUInt32: return 4;
+    case DType::kFloat64: case DType::kInt64: case DType::kUInt64: return 8;
     default: return 1;
   }
 }
-constexpr size_t kMaxDTypeSize = 8;  // float64, int64
+constexpr size_t kMaxDTypeSize = 8;  // float64, int64, uint64
 
 inline const char* dtypeName(DType t) {
   static const char* names[] = {"float16", "bfloat16", "float32", "float64",
-                                "int8", "uint8", "int32", "int64"};
+                                "int8", "uint8", "int32", "int64", "uint32", "uint64"};
   return names[static_cast<int>(t)];
 }
 
