@@ -168,7 +168,7 @@ def setting(field, environ=None):
 BUILD_VARIABLES = ("DPCORE_CUDA", "DPCORE_NATIVE", "DPCORE_BUILD_TYPE")
 # read by the CUDA emulation itself, where its streams are made (csrc/cuda/emulated_stream.h)
 EMULATION_VARIABLES = ("DPCORE_EMULATION_SEED", "DPCORE_EMULATION_DELAY_US")
-_warned = set()
+_warned: set[str] = set()
 
 
 def known_variables():

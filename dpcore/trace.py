@@ -20,10 +20,10 @@ try:
     _PATH = settings.setting("trace")
 except ValueError:  # a folder that is not there: dpcore.init() refuses it, naming it
     _PATH = None
-_events = []  # (lane, record): closed communicators' events, and span()'s
-_open = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
-_gather = []  # how the events meet at rank 0, where the first communicator was made on a store
-_lane = []  # this process's lane for span(): the rank of its first traced communicator
+_events: list[tuple[int, tuple]] = []  # (lane, record): closed communicators' events, and span()'s
+_open: dict[int, tuple] = {}  # id(backend) -> (rank, backend): kept alive, so its events survive its communicator
+_gather: list = []  # how the events meet at rank 0, where the first communicator was made on a store
+_lane: list[int] = []  # this process's lane for span(): the rank of its first traced communicator
 _DTYPE_NAMES = {code: name for name, code in _C.DTYPES.items()}
 _OP_NAMES = {code: name for name, code in _C.OPS.items()}
 _REDUCING = {name for name, c in TABLE.items() if c.reduces}

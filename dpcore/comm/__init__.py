@@ -3,6 +3,7 @@ the path its arrays take (host_path: NumPy and CPU DLPack arrays; device_path: C
 backend matches it with the peers' calls and runs it (csrc/core/).
 
     communicator.py  Communicator, init: every collective's checks, Work, close
+    calls.py         what every call shares: the path an array takes, out's checks, the launch
     choice.py        the shared checks: reduction codes, root, which algorithm (choose)
     path.py          the Path interface both paths implement
     host_path.py     NumPy / DLPack views, launched on the transport's backend

@@ -7,6 +7,9 @@ band dpcore.cost.auto derived from the fit), and leaves the rest to C++ (kAuto: 
 ring against direct, csrc/core/tuner.h, and its header carries the pick).
 """
 import numbers
+from typing import Dict, Tuple
+
+import numpy as np
 
 from ..collectives import TABLE
 from ..dtypes import ALGORITHMS, AVG, FLOATING, OPS, REDUCED, dtype_code, supported
@@ -19,7 +22,7 @@ EXCHANGES = frozenset(("gather", "scatter", "all_to_all"))
 
 # (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
 # of every call (reduction fills it)
-REDUCTIONS = {}
+REDUCTIONS: Dict[Tuple[np.dtype, str], Tuple[int, int]] = {}
 
 
 class Rules:

@@ -6,15 +6,19 @@ the rank that made it and leaves the communicator usable; the peers never see th
 checked call goes to the path's backend, which matches it with the peers' and runs it. Making a
 communicator (the bootstrap, the transport) is dpcore.setup's.
 """
+from __future__ import annotations
+
 import atexit
 import sys
 import threading
 import weakref
-from threading import get_ident
+from typing import TYPE_CHECKING, Any, Dict, Literal, Optional, Sequence, Union, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _C, trace
+from ..arrays import A
 from ..dtypes import (ALGORITHM_NAMES, ALL_GATHER, ALL_REDUCE, BARRIER, BROADCAST, DTYPES,
                       REDUCE, REDUCE_SCATTER, dtype_code)
 from ..setup import connect
@@ -22,13 +26,20 @@ from ..setup.mpi_comms import release_when_dropped
 from ..sharding import shard_range
 from . import ending
 from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
-from .cuda_arrays import device_view
 from .device_path import DevicePath
 from .exchanges import Exchanges
 from .host_path import HostPath
 from .p2p import PointToPoint
 from .p2p_calls import PointToPointCalls
+from .path import Path, View
 from .work import InFlight, Work
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+    from torch.distributed import Store
+
+# alloc's shape, as NumPy takes it
+Shape = Union[int, Sequence[int]]
 
 # What a barrier passes for its (unused) buffers.
 _EMPTY = np.empty(0, np.uint8)
@@ -38,11 +49,13 @@ _EMPTY_CODE = DTYPES[_EMPTY.dtype]
 
 class Communicator(Exchanges, PointToPointCalls):
     """A group of ranks and the collectives among them (see docs/api.md); gather, scatter and
-    all_to_all are Exchanges'."""
+    all_to_all are Exchanges', send and recv PointToPointCalls', what they share Calls'."""
 
     algorithms = ("one_shot", "ring")
 
-    def __init__(self, mpi_comm=None, timeout=None, store=None, rank=None, size=None):
+    def __init__(self, mpi_comm: Optional[MPI.Comm] = None, timeout: Optional[float] = None,
+                 store: Optional[Store] = None, rank: Optional[int] = None,
+                 size: Optional[int] = None) -> None:
         self._backend = None
         me = threading.current_thread()
         self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
@@ -72,7 +85,15 @@ class Communicator(Exchanges, PointToPointCalls):
         if trace.enabled():
             trace.watch(self.rank, made.backend, made.trace_gather)
 
-    def alloc(self, shape, dtype=np.float32, device="cpu"):
+    @overload
+    def alloc(self, shape: Shape, dtype: npt.DTypeLike = ...,
+              device: Literal["cpu"] = ...) -> npt.NDArray[Any]: ...
+    @overload
+    def alloc(self, shape: Shape, dtype: npt.DTypeLike = ..., *,
+              device: Literal["cuda"]) -> Any: ...  # a CuPy array
+
+    def alloc(self, shape: Shape, dtype: npt.DTypeLike = np.float32,
+              device: str = "cpu") -> Any:
         """A zero-filled NumPy array in memory that every rank of this node maps, like NCCL's
         ncclMemAlloc or PyTorch's symmetric memory. Collective: every rank of the communicator
         calls it, in the same order, for the same shape and dtype. Collectives take it like any
@@ -96,7 +117,15 @@ class Communicator(Exchanges, PointToPointCalls):
 
     # -- collectives ------------------------------------------------------------------------
 
-    def all_reduce(self, x, op="sum", out=None, algo="auto", async_op=False):
+    @overload
+    def all_reduce(self, x: A, op: str = ..., out: Optional[A] = ..., algo: str = ...,
+                   async_op: Literal[False] = ...) -> A: ...
+    @overload
+    def all_reduce(self, x: A, op: str = ..., out: Optional[A] = ..., algo: str = ..., *,
+                   async_op: Literal[True]) -> Work[A]: ...
+
+    def all_reduce(self, x: Any, op: str = "sum", out: Any = None, algo: str = "auto",
+                   async_op: bool = False) -> Any:
         """The elementwise reduction (op: sum, prod, max, min, avg) of every rank's x, in x's
         shape and array type, on every rank. A new array unless out is given; out=x works in
         place (unlike torch.distributed, all_reduce(x) leaves x as it is). algo: "auto",
@@ -109,7 +138,7 @@ class Communicator(Exchanges, PointToPointCalls):
                 if out is None and x.flags.c_contiguous:
                     out = np.empty_like(x)  # apart from x, so fits_out takes it
                 if type(out) is np.ndarray and _C.fits_out(x, out):
-                    path = self._host
+                    path: Path = self._host
                     return self._launch(path, ALL_REDUCE, *codes, 0,
                                         choose(algo, "all_reduce", x.nbytes, path.rules), x,
                                         out, x.size, x.size, out, async_op)
@@ -121,7 +150,15 @@ class Communicator(Exchanges, PointToPointCalls):
                             choose(algo, "all_reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
 
-    def reduce(self, x, root=0, op="sum", out=None, algo="auto", async_op=False):
+    @overload
+    def reduce(self, x: A, root: int = ..., op: str = ..., out: Optional[A] = ...,
+               algo: str = ..., async_op: Literal[False] = ...) -> Optional[A]: ...
+    @overload
+    def reduce(self, x: A, root: int = ..., op: str = ..., out: Optional[A] = ...,
+               algo: str = ..., *, async_op: Literal[True]) -> Work[Optional[A]]: ...
+
+    def reduce(self, x: Any, root: int = 0, op: str = "sum", out: Any = None,
+               algo: str = "auto", async_op: bool = False) -> Any:
         """The elementwise reduction of every rank's x (as all_reduce), on root alone: there in
         x's shape and array type, a new array unless out is given (out=x: in place). Other
         ranks get None, leave x as it is, and must pass out=None. algo: "auto", "one_shot",
@@ -138,7 +175,7 @@ class Communicator(Exchanges, PointToPointCalls):
                         out = np.empty_like(x)  # apart from x, so fits_out takes it
                     fast = type(out) is np.ndarray and _C.fits_out(x, out)
                 if fast:  # out: None off the root, the result on it
-                    path = self._host
+                    path: Path = self._host
                     return self._launch(path, REDUCE, *codes, root,
                                         choose(algo, "reduce", x.nbytes, path.rules), x, out,
                                         x.size, x.size, out, async_op)
@@ -155,7 +192,15 @@ class Communicator(Exchanges, PointToPointCalls):
                             choose(algo, "reduce", a.nbytes, path.rules), a, out_a, a.size,
                             a.size, result, async_op)
 
-    def reduce_scatter(self, x, op="sum", out=None, async_op=False, algo="auto"):
+    @overload
+    def reduce_scatter(self, x: A, op: str = ..., out: Optional[A] = ...,
+                       async_op: Literal[False] = ..., algo: str = ...) -> A: ...
+    @overload
+    def reduce_scatter(self, x: A, op: str = ..., out: Optional[A] = ..., *,
+                       async_op: Literal[True], algo: str = ...) -> Work[A]: ...
+
+    def reduce_scatter(self, x: Any, op: str = "sum", out: Any = None,
+                       async_op: bool = False, algo: str = "auto") -> Any:
         """This rank's part of the reduction of every rank's x, flattened: the 1-D slice
         dpcore.shard_range(x.size, size, rank) (shards differ by at most one element). out may
         be that slice of x itself (in place)."""
@@ -169,7 +214,15 @@ class Communicator(Exchanges, PointToPointCalls):
                             choose(algo, "reduce_scatter", a.nbytes, path.rules), a, out_a,
                             a.size, a.size, result, async_op)
 
-    def all_gather(self, s, out=None, async_op=False, algo="auto"):
+    @overload
+    def all_gather(self, s: A, out: Optional[A] = ..., async_op: Literal[False] = ...,
+                   algo: str = ...) -> A: ...
+    @overload
+    def all_gather(self, s: A, out: Optional[A] = ..., *, async_op: Literal[True],
+                   algo: str = ...) -> Work[A]: ...
+
+    def all_gather(self, s: Any, out: Any = None, async_op: bool = False,
+                   algo: str = "auto") -> Any:
         """Every rank's 1-D shard s, concatenated in rank order, on every rank. Shards may
         differ in length; out may hold this rank's shard at its place (in place)."""
         path, a, wrap = self._view(s, "shard")
@@ -197,8 +250,17 @@ class Communicator(Exchanges, PointToPointCalls):
                             choose(algo, "all_gather", out_a.nbytes, path.rules), a, out_a,
                             a.size, out_a.size, result, async_op)
 
-    def broadcast(self, x, root=0, algo="auto", async_op=False):
+    @overload
+    def broadcast(self, x: A, root: int = ..., algo: str = ...,
+                  async_op: Literal[False] = ...) -> A: ...
+    @overload
+    def broadcast(self, x: A, root: int = ..., algo: str = ..., *,
+                  async_op: Literal[True]) -> Work[A]: ...
+
+    def broadcast(self, x: Any, root: int = 0, algo: str = "auto",
+                  async_op: bool = False) -> Any:
         """root's x into every rank's x, in place; returns x."""
+        path: Path
         if type(x) is np.ndarray:
             path, a = self._host, x
             # One test for the common case keeps small calls cheap: where ranks share cores,
@@ -215,21 +277,12 @@ class Communicator(Exchanges, PointToPointCalls):
                             choose(algo, "broadcast", a.nbytes, path.rules), a, a, a.size,
                             a.size, x, async_op)
 
-    def barrier(self):
+    def barrier(self) -> None:
         """Returns once every rank has called it."""
         self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
                      None, False)
 
-    # -- the checks every collective shares ---------------------------------------------------
-
-    def _view(self, x, what):
-        """(the path x takes, x as that path sees it, wrap: a result back into x's type)."""
-        view = device_view(x, what)
-        if view is not None:
-            return self._device, view, None
-        return (self._host, *self._host.view(x, what))
-
-    def _check_broadcast(self, path, a, root):
+    def _check_broadcast(self, path: Path, a: View, root: int) -> tuple[int, int]:
         dtype = dtype_code(a.dtype)
         path.check(a, "x")
         root = root_rank(root, self.size)
@@ -237,51 +290,15 @@ class Communicator(Exchanges, PointToPointCalls):
             raise ValueError("dpcore: broadcast writes x in place, but x is read-only")
         return dtype, root
 
-    def _output(self, path, a, wrap, x, out, at, shape, any_shape=False):
-        """(out as the path sees it, the result the caller gets) for a result in `shape` (or,
-        with any_shape, of as many elements in any shape): a new array where out is None, else
-        out, checked to take it. out may share memory with x only in the collective's in-place
-        form, starting `at` bytes into x (all_reduce: x's very memory; reduce_scatter: this
-        rank's shard): any other overlap would have the collective overwrite input it has still
-        to read."""
-        if out is None:
-            return path.empty(a, shape, wrap)
-        o = a if out is x else path.out_view(out, "out")
-        if any_shape:
-            self._check_out(path, o, a.dtype, shape[0], None, "out")
-        else:
-            self._check_out(path, o, a.dtype, None, shape, "out")
-        offset = path.overlap(a, o)
-        if offset is not None and offset != at:
-            place = "its very memory" if at == 0 else f"the part that starts {at} bytes into it"
-            raise ValueError(f"dpcore: out partly overlaps x (it starts {offset:+d} bytes from "
-                             f"x's start); in place, out must be {place}")
-        return o, out
-
-    @staticmethod
-    def _check_out(path, o, dtype, size, shape, what):
-        """That `o` (as its path sees it) can take a result of dtype in `shape`, or of `size`
-        elements where shape is None, or of any size."""
-        if o.dtype != dtype:
-            raise TypeError(f"dpcore: {what} has dtype {o.dtype}, expected {dtype}")
-        if shape is not None:
-            if o.shape != shape:
-                raise ValueError(f"dpcore: {what} has shape {o.shape}, expected {shape}")
-        elif size is not None and o.size != size:
-            raise ValueError(f"dpcore: {what} has {o.size} elements, expected {size}")
-        path.check(o, what)
-        if not path.writable(o):
-            raise ValueError(f"dpcore: {what} is read-only")
-
     # -- plumbing ---------------------------------------------------------------------------
 
-    def algorithm_for(self, coll, nbytes, algo="auto"):
+    def algorithm_for(self, coll: str, nbytes: int, algo: str = "auto") -> str:
         """The name of the algorithm a host call of nbytes (the whole buffer) runs: algo itself,
         or what "auto" picks as far as this rank decides it ("auto" past one_shot's band where
         rank 0 times the ring against direct)."""
         return ALGORITHM_NAMES[choose(algo, coll, nbytes, self._host.rules)]
 
-    def algorithm_calls(self):
+    def algorithm_calls(self) -> Dict[str, int]:
         """{algorithm: how many collectives it ran} on this communicator so far, with auto's
         picks resolved ("ring", "direct", ...)."""
         self._checked_backend()
@@ -289,79 +306,40 @@ class Communicator(Exchanges, PointToPointCalls):
         return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls) if k}
 
     @property
-    def device(self):
+    def device(self) -> Optional[str]:
         """What this communicator's CUDA arrays run on ("cuda:0", "emulated"), or None before
         its first call on them."""
         return self._device.device
 
-    def _checked_backend(self):
-        if self._backend is None:
-            raise ValueError("dpcore: the communicator is closed")
-        if self._owner != get_ident():
-            self._claim()  # raises
-        return self._backend
-
-    def _claim(self):
-        """A communicator belongs to the thread that created it, as an NCCL communicator to one
-        thread: calls from two threads would meet the peers' calls in different orders and
-        silently mix their data. (Not the thread of its first call: that may differ from rank
-        to rank.)"""
-        me = threading.current_thread()
-        raise RuntimeError(f"dpcore: this communicator belongs to thread {self._owner_name!r}, "
-                           f"which created it; a call from thread {me.name!r} could meet the "
-                           f"peers' calls out of order. Create a communicator in the thread "
-                           f"that uses it (dpcore.init there, in the same order on every rank)")
-
-    def _launch(self, path, coll, dtype, op, root, algo, a, out_a, count, total, result,
-                async_op, splits=None):
-        """splits: all_to_all's uint64 matrix, kept alive as the arrays are."""
-        if self._backend is None or self._owner != get_ident():
-            self._checked_backend()  # raises
-        at = 0 if splits is None else splits.ctypes.data
-        if not async_op:
-            try:
-                path.run(coll, dtype, op, root, algo, a, out_a, count, total, at)
-            except RuntimeError as e:
-                self._in_flight.orphan(a, out_a, splits)
-                ending.note_failure(e)
-                raise
-            return result
-        self._in_flight.reap()
-        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total, at), result,
-                    a, out_a, splits)
-        self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
-        return work
-
-    def close(self):
+    def close(self) -> None:
         """Finish queued collectives, tell the peers this rank makes no more calls, unmap the
         segment, free the MPI communicators."""
-        if self._backend is None:
+        backend = self._backend
+        if backend is None:
             return
-        self._device.close("closed its communicator")
+        why = "closed its communicator"
+        self._device.close(why)
         failed = self._p2p.close()  # its pending ops finish, or fail at their deadlines
         if failed:
-            self._backend.pass_on(failed)
-        self._backend.drain()
+            backend.pass_on(failed)
+        backend.drain()
         if trace.enabled():
-            trace.collect(self._backend)
-        self._leave("closed its communicator")
+            trace.collect(backend)
+        # tell the peers this rank makes no more calls: in collectives, and in alloc
+        backend.leave(why)
+        self._boot.leave(why)
         self._in_flight.clear()
         self._backend = None
         _live.discard(self)
         self._release()
 
-    def _leave(self, why):
-        """Tell the peers this rank makes no more calls: in collectives, and in alloc."""
-        self._backend.leave(why)
-        self._boot.leave(why)
-
-    def __enter__(self):
+    def __enter__(self) -> Communicator:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<dpcore.Communicator rank {self.rank}/{self.size} local "
                 f"{self.local_rank}/{self.local_size} transport={self.transport}>")
 
@@ -370,11 +348,11 @@ class Communicator(Exchanges, PointToPointCalls):
 # exit, before MPI finalizes), so that none waits for it until its timeout: the process lives on
 # in MPI_Finalize, waiting for them. Where a call failed, it then ends without MPI_Finalize
 # (ending.py).
-_live = weakref.WeakSet()
+_live: weakref.WeakSet[Communicator] = weakref.WeakSet()
 
 
 @atexit.register
-def _leave_at_exit():
+def _leave_at_exit() -> None:
     if not _live:  # none made: MPI need not even be importable
         ending.end()
         return
@@ -392,7 +370,9 @@ def _leave_at_exit():
     ending.end(any(comm._in_flight.failed() for comm in list(_live)))
 
 
-def init(mpi_comm=None, timeout=None, *, store=None, rank=None, size=None):
+def init(mpi_comm: Optional[MPI.Comm] = None, timeout: Optional[float] = None, *,
+         store: Optional[Store] = None, rank: Optional[int] = None,
+         size: Optional[int] = None) -> Communicator:
     """A communicator over mpi_comm (MPI.COMM_WORLD by default); 1 rank without mpiexec. Or,
     with no MPI in the job (under torchrun), over a torch.distributed Store shared by `size`
     processes, this one `rank`: every rank on one host (shared memory). One store (or

@@ -166,7 +166,7 @@ class DevicePath:
             _kept_until_exit.append(backend)
 
 
-_kept_until_exit = []
+_kept_until_exit: list = []  # backends
 
 
 def _ptr(out):

@@ -22,7 +22,7 @@ from .. import _C
 
 GRACE_S = 2.0  # for the peers that end normally to reach MPI_Finalize too
 
-_failed = []  # why this process's first failed call failed
+_failed: list[str] = []  # why this process's first failed call failed
 
 
 def note_failure(error):

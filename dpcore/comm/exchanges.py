@@ -1,18 +1,34 @@
 """gather, scatter and all_to_all: the Communicator's collectives that move shards between ranks
 (csrc/algo/exchange.h), their checks written once over the Path, as the Communicator's own
-(communicator.py, whose helpers _view, _output, _check_out and _launch these use)."""
+(communicator.py), over the helpers every call shares (calls.py)."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Sequence, overload
+
 import numpy as np
 
+from ..arrays import A
 from ..dtypes import ALL_TO_ALL, GATHER, SCATTER, dtype_code
+from .calls import Calls
 from .choice import choose, root_rank
+from .path import Path, View
 from .splits import even, row
 from .splits import matrix as exchanged_splits
+from .work import Work
 
 
-class Exchanges:
+class Exchanges(Calls):
     """Mixed into dpcore.comm.communicator.Communicator."""
 
-    def gather(self, s, root=0, out=None, algo="auto", async_op=False):
+    @overload
+    def gather(self, s: A, root: int = ..., out: Optional[A] = ..., algo: str = ...,
+               async_op: Literal[False] = ...) -> Optional[A]: ...
+    @overload
+    def gather(self, s: A, root: int = ..., out: Optional[A] = ..., algo: str = ..., *,
+               async_op: Literal[True]) -> Work[Optional[A]]: ...
+
+    def gather(self, s: Any, root: int = 0, out: Any = None, algo: str = "auto",
+               async_op: bool = False) -> Any:
         """Every rank's shard s (read flat), concatenated in rank order, on the root: a new 1-D
         array, or out (which may hold the root's shard at its place: in place). Shards may
         differ in length; every rank learns them first (a header-only collective). Other ranks
@@ -39,7 +55,7 @@ class Exchanges:
         return self._launch(path, GATHER, dtype, 0, root, code, a, out_a, a.size, out_a.size,
                             out, async_op)
 
-    def _gather_out(self, path, a, out):
+    def _gather_out(self, path: Path, a: View, out: Any) -> View:
         out_a = path.out_view(out, "out")
         self._check_out(path, out_a, a.dtype, None, None, "out")
         offset = path.overlap(out_a, a)  # in place: the shard whole, on an element
@@ -50,7 +66,15 @@ class Exchanges:
                              f"slice of out")
         return out_a
 
-    def scatter(self, x, out, root=0, algo="auto", async_op=False):
+    @overload
+    def scatter(self, x: Optional[A], out: A, root: int = ..., algo: str = ...,
+                async_op: Literal[False] = ...) -> A: ...
+    @overload
+    def scatter(self, x: Optional[A], out: A, root: int = ..., algo: str = ..., *,
+                async_op: Literal[True]) -> Work[A]: ...
+
+    def scatter(self, x: Any, out: Any, root: int = 0, algo: str = "auto",
+                async_op: bool = False) -> Any:
         """This rank's shard of root's x (read flat) into out, in place; returns out. x is the
         root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
         rank order (shards may differ in length)."""
@@ -74,8 +98,18 @@ class Exchanges:
                             choose(algo, "scatter", count * a.dtype.itemsize, path.rules), a, o,
                             count, o.size, out, async_op)
 
-    def all_to_all(self, x, out=None, splits=None, out_splits=None, algo="auto",
-                   async_op=False):
+    @overload
+    def all_to_all(self, x: A, out: Optional[A] = ..., splits: Optional[Sequence[int]] = ...,
+                   out_splits: Optional[Sequence[int]] = ..., algo: str = ...,
+                   async_op: Literal[False] = ...) -> A: ...
+    @overload
+    def all_to_all(self, x: A, out: Optional[A] = ..., splits: Optional[Sequence[int]] = ...,
+                   out_splits: Optional[Sequence[int]] = ..., algo: str = ..., *,
+                   async_op: Literal[True]) -> Work[A]: ...
+
+    def all_to_all(self, x: Any, out: Any = None, splits: Optional[Sequence[int]] = None,
+                   out_splits: Optional[Sequence[int]] = None, algo: str = "auto",
+                   async_op: bool = False) -> Any:
         """x read flat: splits[q] elements to rank q, in rank order (None: x.size / n each);
         out_splits[p] elements from rank p (None: learned). out: a new 1-D array of
         sum(out_splits) elements (equal splits: x's shape), or the given one (not x). With

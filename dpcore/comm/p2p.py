@@ -8,12 +8,15 @@ send that met the wrong receive, a timeout, a dead peer) raises CommError; the c
 then broken for collectives too, as after a failed collective, and the peers hear it: the two
 ranks no longer agree on what was exchanged, and a rank waiting for either in a later collective
 would otherwise wait until its timeout."""
+from __future__ import annotations
+
 import numbers
-from collections import namedtuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from .. import _C
+from ..arrays import Array
 from ..dtypes import DTYPES, dtype_code
 from .cuda_arrays import device_view
 from .host_path import HostPath
@@ -25,11 +28,14 @@ _MAX_TAG = (1 << 31) - 1
 _MAX_BYTES = (1 << 31) - 1
 
 
-class P2POp(namedtuple("P2POp", "op array peer tag", defaults=(0,))):
+class P2POp(NamedTuple):
     """One op of comm.batch: op "send" or "recv", its array, the peer (a recv's may be None:
     any rank) and the tag, as torch.distributed.P2POp."""
 
-    __slots__ = ()
+    op: str
+    array: Array
+    peer: Optional[int]
+    tag: int = 0
 
 
 class P2PWork(Work):

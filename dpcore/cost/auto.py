@@ -41,12 +41,13 @@ ONE_SHOT_MAX = 4 << 10
 ONE_SHOT_MAX_OVERSUBSCRIBED = 128 << 10
 
 EXPLAIN = settings.setting("explain_auto")
-_NEVER = (1, 0)          # an empty band: ring at every size
-_BANDS = {}              # (coll, n, one_shot_limit, transport) -> (lo, hi, rule)
-_SHARED = {}             # (n, one_shot_limit, transport) -> {coll: (lo, hi)}, held by callers
-_EXPLAINED = set()       # (coll, n, size class) already printed
+_NEVER = (1, 0)                   # an empty band: ring at every size
+_BANDS: dict[tuple, tuple] = {}   # (coll, n, one_shot_limit, transport) -> (lo, hi, rule)
+_SHARED: dict[tuple, dict] = {}   # (n, one_shot_limit, transport) -> {coll: (lo, hi)}, held by
+                                  # callers
+_EXPLAINED: set[tuple] = set()    # (coll, n, size class) already printed
 _UNSET = object()
-_model = _UNSET          # (params or None, where they came from, transport they were fitted on)
+_model = _UNSET                   # (params or None, where they came from, transport they were fitted on)
 
 
 def beyond(coll):
@@ -142,7 +143,7 @@ def agree(group):
                             "init: agree on the cost model"))
 
 
-_NOTED = set()  # (path, ranks) said once per process
+_NOTED: set[tuple] = set()  # (path, ranks) said once per process
 
 
 def _note_other_rank_count(n):

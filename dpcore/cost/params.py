@@ -13,6 +13,7 @@ measured: benchmarks/results/2026-12-01-cpu.md).
 import json
 import os
 from dataclasses import asdict, astuple, dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,11 @@ class Params:
     alpha: float
     beta: float
     gamma: float = 0.0
-    inter_alpha: float = None
-    inter_beta: float = None
+    inter_alpha: Optional[float] = None
+    inter_beta: Optional[float] = None
     overhead: float = 0.0
-    cache_bytes: float = None
-    beta_mem: float = None
+    cache_bytes: Optional[float] = None
+    beta_mem: Optional[float] = None
 
     @classmethod
     def from_rates(cls, latency_us, bandwidth_gbs, reduce_gbs=None, **inter):

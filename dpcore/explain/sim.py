@@ -11,6 +11,7 @@ through the busiest port of each step (beta) and the bytes reduced (gamma).
 """
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..cost.params import Cost
 
@@ -48,12 +49,12 @@ class Simulation:
     count: int = 0               # elements in the whole buffer, and their type
     dtype: str = "float32"
     root: int = 0
-    local_size: int = None       # ranks per node (hierarchical)
+    local_size: Optional[int] = None  # ranks per node (hierarchical)
     states: list = field(default_factory=list)        # after each step
     reductions: list = field(default_factory=list)    # reduce operations per piece, all ranks
     link_bytes: dict = field(default_factory=dict)    # (src rank, dst rank) -> bytes
     sent_bytes: dict = field(default_factory=dict)    # rank -> bytes it sent
-    cost: Cost = None
+    cost: Optional[Cost] = None
 
     @property
     def nbytes(self):

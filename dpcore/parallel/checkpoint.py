@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 from collections import OrderedDict
+from typing import Any, Dict
 
 import numpy as np
 
@@ -337,7 +338,7 @@ def _check_layout(engine, meta):
                          f"{sorted(theirs - {n for n, *_ in mine})}, or shapes/order differ")
 
 
-def consolidate(path):
+def consolidate(path: str) -> Dict[str, Any]:
     """One full state dict from a sharded checkpoint, no communicator needed:
     {"model": {name: array}, "optimizer": {scalar: value, array key: {name: array}}}."""
     ck = Checkpoint(path)

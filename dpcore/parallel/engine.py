@@ -15,7 +15,10 @@ The optimizer gets one tensor per owned chunk (self.owned: their flat ranges, th
 at stage 0). mixed_precision="float16"|"bfloat16" stores parameters and gradients in 2 bytes and
 gives the optimizer float32 master copies of those chunks instead (mixed.py).
 """
+from __future__ import annotations
+
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set
 
 from .. import trace
 from ..optim import AdamW
@@ -26,6 +29,11 @@ from .flat import FlatParams
 from .ledger import CountingComm
 from .mixed import MixedPrecision, low_dtype
 from .shards import optimizer_tensors
+
+if TYPE_CHECKING:
+    from ..comm import Communicator
+    from ..nn import Module, Parameter
+    from ..optim import Optimizer
 
 
 class DataParallel:
@@ -38,9 +46,11 @@ class DataParallel:
     master weights (float16 with a dynamic loss scale). N ranks on B/N samples each train the
     model one process trains on B (docs/api.md, "Training")."""
 
-    def __init__(self, model, comm, zero_stage=0, optimizer=AdamW, lr=1e-3, bucket_cap_mb=25,
-                 overlap=True, mixed_precision=None, loss_scale=None, *, prefetch=True,
-                 **optimizer_kwargs):
+    def __init__(self, model: Module, comm: Communicator, zero_stage: int = 0,
+                 optimizer: Callable[..., Optimizer] = AdamW, lr: float = 1e-3,
+                 bucket_cap_mb: float = 25, overlap: bool = True,
+                 mixed_precision: Optional[str] = None, loss_scale: Optional[float] = None, *,
+                 prefetch: bool = True, **optimizer_kwargs: Any) -> None:
         """prefetch (stage 3): gather the next unit while the current one is in use."""
         stages.check(zero_stage)
         self.module, self.zero_stage, self.overlap = model, zero_stage, overlap
@@ -68,13 +78,13 @@ class DataParallel:
         self.comm.reset()  # the ledger counts training steps, not the start-up broadcast
 
     @property
-    def comm_wait_s(self):
+    def comm_wait_s(self) -> float:
         """Seconds spent waiting for collectives to finish: exposed communication."""
         return self.comm.wait_s
 
     # -- forward and backward ---------------------------------------------------------------------
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The model's forward; its backward then reduces the gradients as they are ready."""
         with trace.span("forward"):
             out = self.module(*args, **kwargs)
@@ -88,18 +98,18 @@ class DataParallel:
                     self._mark_unused_ready(used)
         return out
 
-    def _mark_unused_ready(self, used):
+    def _mark_unused_ready(self, used: Set[int]) -> None:
         for i, p in enumerate(self.flat.params):
             if id(p) not in used:
                 self.launcher.mark_ready(i)
 
-    def _on_grad(self, i):
+    def _on_grad(self, i: int) -> None:
         self.param_store.grad_ready(i)
         if self._sync and self.overlap:
             self.launcher.mark_ready(i)
 
     @contextmanager
-    def no_sync(self):
+    def no_sync(self) -> Iterator[None]:
         """Backward passes inside only accumulate gradients; the next one outside (or step())
         reduces the sum."""
         previous, self._sync = self._sync, False
@@ -110,7 +120,7 @@ class DataParallel:
 
     # -- update -----------------------------------------------------------------------------------
 
-    def step(self):
+    def step(self) -> None:
         """Waits for the gradients' collectives and updates the parameters (this rank's shard
         of them from stage 1 on, then gathered where the stage needs them whole)."""
         with trace.span("step"):
@@ -121,7 +131,7 @@ class DataParallel:
             self.comm.end_step()
             self.launcher.reset()
 
-    def _step_optimizer(self):
+    def _step_optimizer(self) -> bool:
         """The optimizer's update of the owned chunks; False if mixed precision skipped it (a
         float16 gradient overflowed: every rank skips)."""
         if self.mixed is None:
@@ -129,11 +139,11 @@ class DataParallel:
             return True
         return self.mixed.step(self.optimizer, self.comm)
 
-    def scale_loss(self, loss):
+    def scale_loss(self, loss: Tensor) -> Tensor:
         """loss x the loss scale (float16 mixed precision; otherwise loss): backward this."""
         return loss * self.mixed.scale if self.mixed is not None else loss
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         """Clears the gradients for the next step, once no collective still reads them."""
         for work in self.launcher.works:  # never zero a buffer that a collective is still reading
             work.wait()
@@ -143,25 +153,25 @@ class DataParallel:
 
     # -- the rest ---------------------------------------------------------------------------------
 
-    def parameters(self):
+    def parameters(self) -> Iterator[Parameter]:
         return self.module.parameters()
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Full parameters under the model's names (at stage 3 a collective)."""
         return self.param_store.state_dict()
 
-    def load_state_dict(self, state, strict=True):
+    def load_state_dict(self, state: Dict[str, Any], strict: bool = True) -> Any:
         """At stage 3 a collective."""
         return self.param_store.load_state_dict(state, strict)
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> DataParallel:
         self.module.train(mode)
         return self
 
-    def eval(self):
+    def eval(self) -> DataParallel:
         return self.train(False)
 
-    def memory(self):
+    def memory(self) -> Dict[str, int]:
         """Bytes this rank holds now: parameters, gradients, optimizer state (ledger.py)."""
         master = self.mixed.nbytes if self.mixed is not None else 0
         m = {"params": self.param_store.nbytes(), "grads": self.grad_sync.nbytes(),
@@ -169,31 +179,31 @@ class DataParallel:
         m["total"] = sum(m.values())
         return m
 
-    def sent_per_step(self):
+    def sent_per_step(self) -> Dict[str, int]:
         """Bytes this rank sent in the last step (ring accounting, ledger.py), by collective."""
         return dict(self.comm.last_step)
 
     # -- checkpoints (checkpoint.py) ---------------------------------------------------------------
 
-    def save(self, path, extra=None):
+    def save(self, path: str, extra: Optional[Dict[str, Any]] = None) -> None:
         """Sharded, atomic: every rank writes what it owns; call on every rank. `extra` (a
         JSON dict: dpcore.train's epoch) is saved with the state, under its checksum."""
         checkpoint.save(self, path, extra)
 
-    def load(self, path):
+    def load(self, path: str) -> Dict[str, Any]:
         """From a checkpoint saved at any world size and stage; call on every rank. Returns
         the `extra` it was saved with ({} if none)."""
         return checkpoint.load(self, path)
 
-    def checkpoint_writers(self):
+    def checkpoint_writers(self) -> List[int]:
         """The ranks whose chunks together hold everything: rank 0 alone at stage 0."""
         return list(range(self.shards.size))
 
-    def load_params(self, read):
+    def load_params(self, read: Callable[[int, int], Any]) -> None:
         """Set the parameters from read(start, stop): the checkpoint's flat parameters."""
         self.param_store.load(read)
 
 
-def _leaves(out):
+def _leaves(out: Tensor) -> Set[int]:
     """ids of the leaf tensors the graph of `out` reaches: the parameters this forward used."""
     return {id(t) for t in out.topological_order() if t.is_leaf}

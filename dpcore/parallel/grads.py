@@ -14,17 +14,29 @@ Stage 1's chunk costs no memory beyond the full gradient buffer. At stage 2 a ra
 gradients between steps, and during backward about the buckets in flight plus the gradients of
 the bucket being filled. Inside no_sync() the per-parameter gradients simply stay and
 accumulate, in full, until a backward outside it reduces them (as in PyTorch FSDP's no_sync).
+
+Arrays are NumPy's or CuPy's (the model's array module), which has no types: Any.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Tuple
+
 from .ledger import held_bytes
+
+if TYPE_CHECKING:
+    from .flat import FlatParams
+    from .ledger import CountingComm
+    from .shards import Shards
 
 
 class FullGrads:
-    def __init__(self, flat, comm, buckets, shards, scatter):
+    def __init__(self, flat: FlatParams, comm: CountingComm, buckets: List[List[int]],
+                 shards: Shards, scatter: bool) -> None:
         """scatter: reduce-scatter each bucket (stage 1) rather than all-reduce it (stage 0)."""
         self.flat, self.comm, self.buckets, self.shards = flat, comm, buckets, shards
         self.scatter = scatter
 
-    def reduce(self, b):
+    def reduce(self, b: int) -> Any:
         """Start bucket b's reduction; return its Work."""
         bucket = self.buckets[b]
         for i in bucket:
@@ -37,26 +49,27 @@ class FullGrads:
         # in place: the ring reads our data of chunk r only at its last step, where it writes it
         return self.comm.reduce_scatter(g, op="avg", out=g[lo:hi], async_op=True)
 
-    def owned(self):
+    def owned(self) -> List[Any]:
         return self.shards.of_flat(self.flat.grad)
 
-    def done(self):
+    def done(self) -> None:
         """Every launched reduction has finished."""
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         self.flat.zero_grad()
 
-    def nbytes(self):
+    def nbytes(self) -> int:
         return held_bytes([self.flat.grad])
 
 
 class ShardedGrads:
-    def __init__(self, flat, comm, buckets, shards):
+    def __init__(self, flat: FlatParams, comm: CountingComm, buckets: List[List[int]],
+                 shards: Shards) -> None:
         self.flat, self.comm, self.buckets, self.shards = flat, comm, buckets, shards
         self.grad_shard = flat.xp.zeros(shards.count, flat.dtype)
-        self._in_flight = []  # (work, bucket buffer): dropped once the reduce-scatter is done
+        self._in_flight: List[Tuple[Any, Any]] = []  # (work, bucket buffer): dropped once the reduce-scatter is done
 
-    def reduce(self, b):
+    def reduce(self, b: int) -> Any:
         self._drop_finished()
         buf = self._bucket_gradients(self.buckets[b])
         work = self.comm.reduce_scatter(buf, op="avg", out=self.shards.chunk(self.grad_shard, b),
@@ -64,7 +77,7 @@ class ShardedGrads:
         self._in_flight.append((work, buf))
         return work
 
-    def _bucket_gradients(self, bucket):
+    def _bucket_gradients(self, bucket: List[int]) -> Any:
         """The bucket's gradients in one new buffer; the parameters' own arrays are let go."""
         start, stop = self.flat.span(bucket)
         buf = self.flat.xp.empty(stop - start, self.flat.dtype)
@@ -75,7 +88,7 @@ class ShardedGrads:
             p.grad = None
         return buf
 
-    def _drop_finished(self):
+    def _drop_finished(self) -> None:
         """Let go of the bucket buffers whose reduce-scatter is done (wait() on a finished Work
         returns at once and drops the communicator's reference to the input)."""
         still = []
@@ -86,17 +99,17 @@ class ShardedGrads:
                 still.append((work, buf))
         self._in_flight = still
 
-    def owned(self):
+    def owned(self) -> List[Any]:
         return self.shards.of_storage(self.grad_shard)
 
-    def done(self):
+    def done(self) -> None:
         self._in_flight = []
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         for p in self.flat.params:
             p.grad = None  # the shard needs no zeroing: every reduce-scatter overwrites it
         self._in_flight = []
 
-    def nbytes(self):
+    def nbytes(self) -> int:
         return held_bytes([self.grad_shard] + [buf for _, buf in self._in_flight]
                           + [p.grad for p in self.flat.params])

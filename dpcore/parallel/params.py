@@ -15,22 +15,33 @@ expect_grads, grad_ready and release are no-ops here.
 Bytes sent per rank and step by the all-gathers of stages 1-2: (N-1)/N psi, which with the
 reduce-scatters' (N-1)/N psi makes 2 psi for large N, the same as the all-reduce of stage 0.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set
+
 from .ledger import held_bytes
 from .shards import all_gather_chunks
+
+if TYPE_CHECKING:
+    from ..nn import Module
+    from .flat import FlatParams
+    from .ledger import CountingComm
+    from .shards import Shards
 
 
 class FullParams:
     needs_used = False  # expect_grads does not need the parameters each forward used
 
-    def __init__(self, module, flat, comm, shards, gather):
+    def __init__(self, module: Module, flat: FlatParams, comm: CountingComm, shards: Shards,
+                 gather: bool) -> None:
         """gather: all-gather the chunks after each update (stages 1-2)."""
         self.module, self.flat, self.comm, self.shards = module, flat, comm, shards
         self.gather = gather
 
-    def owned(self):
+    def owned(self) -> List[Any]:
         return self.shards.of_flat(self.flat.data)
 
-    def update(self, step):
+    def update(self, step: Callable[[], bool]) -> None:
         """step(): the optimizer's update of the owned chunks; False if mixed precision skipped
         it, which every rank agrees on, so none of them gathers."""
         if step() and self.gather:
@@ -38,27 +49,27 @@ class FullParams:
             self.comm.wait_all(all_gather_chunks(self.comm, self.shards, self.shards.of_flat(data),
                                                  data))
 
-    def forward_done(self):
+    def forward_done(self) -> None:
         pass
 
-    def expect_grads(self, used):
+    def expect_grads(self, used: Set[int]) -> None:
         pass
 
-    def grad_ready(self, i):
+    def grad_ready(self, i: int) -> None:
         pass
 
-    def release(self):
+    def release(self) -> None:
         pass
 
-    def nbytes(self):
+    def nbytes(self) -> int:
         return held_bytes([self.flat.data])
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         return self.module.state_dict()
 
-    def load_state_dict(self, state, strict=True):
+    def load_state_dict(self, state: Dict[str, Any], strict: bool = True) -> Any:
         return self.module.load_state_dict(state, strict)
 
-    def load(self, read):
+    def load(self, read: Callable[[int, int], Any]) -> None:
         """Set the parameters from read(start, stop): the checkpoint's flat parameters."""
         self.flat.data[...] = read(0, self.flat.count)

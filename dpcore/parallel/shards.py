@@ -15,45 +15,53 @@ At stage 0 every rank owns everything: one span, the whole buffer, sharded as if
 alone (size 1). So the optimizer's tensors, and a checkpoint's ranges and writers, come from the
 same code at every stage.
 """
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Sequence, Tuple
+
 from ..sharding import shard_range
 from ..tensor import Tensor
+
+# [start, stop) of the flat buffers
+Range = Tuple[int, int]
 
 
 class Shards:
     """Rank's chunk of each span, in flat coordinates (chunks), and where it sits in the shard
     storage (offsets)."""
 
-    def __init__(self, spans, rank, size):
+    def __init__(self, spans: Iterable[Range], rank: int, size: int) -> None:
         self.spans, self.rank, self.size = list(spans), rank, size
-        self.chunks, self.offsets = [], [0]
+        self.chunks: List[Range] = []
+        self.offsets = [0]
         for start, stop in self.spans:
             lo, hi = shard_range(stop - start, size, rank)
             self.chunks.append((start + lo, start + hi))
             self.offsets.append(self.offsets[-1] + hi - lo)
 
     @property
-    def count(self):
+    def count(self) -> int:
         """Elements this rank holds over all spans: the length of its shard storage."""
         return self.offsets[-1]
 
-    def local(self, s):
+    def local(self, s: int) -> Range:
         """(lo, hi) of span s's chunk inside the span: the reduce-scatter output slice."""
         return self.chunks[s][0] - self.spans[s][0], self.chunks[s][1] - self.spans[s][0]
 
-    def chunk(self, storage, s):
+    def chunk(self, storage: Any, s: int) -> Any:
         """Span s's chunk: a view of the shard storage array."""
         return storage[self.offsets[s]:self.offsets[s + 1]]
 
-    def of_storage(self, storage):
+    def of_storage(self, storage: Any) -> List[Any]:
         """Every chunk, in span order, as views of the shard storage array."""
         return [self.chunk(storage, s) for s in range(len(self.spans))]
 
-    def of_flat(self, flat):
+    def of_flat(self, flat: Any) -> List[Any]:
         """Every chunk, in span order, as views of an array in flat layout."""
         return [flat[lo:hi] for lo, hi in self.chunks]
 
 
-def optimizer_tensors(params, grads):
+def optimizer_tensors(params: Sequence[Any], grads: Sequence[Any]) -> List[Tensor]:
     """One tensor per owned chunk, over that chunk's parameters and gradients (arrays in chunk
     order from the parameter store and the gradient sync): what the optimizer updates in place."""
     assert len(params) == len(grads), "a parameter and a gradient chunk per span"
@@ -65,7 +73,8 @@ def optimizer_tensors(params, grads):
     return tensors
 
 
-def all_gather_chunks(comm, shards, chunks, out):
+def all_gather_chunks(comm: Any, shards: Shards, chunks: Sequence[Any],
+                      out: Any) -> List[Any]:
     """Start rebuilding every span of `out` (flat layout) from every rank's chunk of it (`chunks`:
     this rank's, in span order); all in flight at once, issued in span order as on every rank.
     Returns the Works."""

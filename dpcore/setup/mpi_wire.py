@@ -15,7 +15,7 @@ from .mpi_comms import made
 
 _HELLO_TAG = 32766
 _HELLO_ABORT_TAG = 32765
-_begun = {}  # MPI handle of a caller's communicator: communicators begun on it
+_begun: dict[int, int] = {}  # MPI handle of a caller's communicator: communicators begun on it
 _ABORT_TAG = 1
 _FIRST_TAG = 2
 _LAST_TAG = 32767

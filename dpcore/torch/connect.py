@@ -24,7 +24,7 @@ def under_mpi():
     return any(v in os.environ for v in MPI_RANK_VARIABLES)
 
 
-def fill_env_from_launcher():
+def fill_env_from_launcher() -> None:
     """Under mpiexec (or srun with MPI) without torchrun's variables, set them as torchrun does,
     so that init_process_group("dpcore") with env:// (torch's default) needs no code of the
     user's: RANK and WORLD_SIZE from MPI, LOCAL_RANK and LOCAL_WORLD_SIZE from this host's
@@ -120,4 +120,4 @@ def _over_mpi(store, rank, size, timeout):
     return dpcore.init(ordered, timeout=timeout)
 
 
-_made = []
+_made: list = []  # MPI communicators

@@ -9,8 +9,11 @@ output tensor for the `_single` (into_tensor) forms, through a copy only where t
 is a list of tensors. reduce, gather, scatter and all_to_all are in exchanges.py, send and recv
 in point_to_point.py, the sparse all_reduce in sparse.py: the group derives from their classes.
 """
+from __future__ import annotations
+
 import threading
 from threading import get_ident
+from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
@@ -24,7 +27,7 @@ from .tensors import as_array, as_moved, one, op_name
 from .work import Completer, Done, Pending
 
 
-def create(options, backend_options=None):
+def create(options: Any, backend_options: Any = None) -> ProcessGroup:
     """The backend creator torch calls for every group of this backend (extended API)."""
     connect.agree_on_members(options.store, options.global_ranks_in_group, options.group_rank,
                              options.timeout)
@@ -33,42 +36,45 @@ def create(options, backend_options=None):
     return ProcessGroup(comm)
 
 
-class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):
+# torch's stub also gives reduce, gather and scatter the C++ group's convenience forms (a tensor,
+# root, op, timeout), which torch never calls on a Python backend: it passes (tensors, opts)
+class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):  # type: ignore[misc]
     """A torch process group whose collectives are dpcore's, on one dpcore communicator."""
 
-    def __init__(self, comm):
-        super().__init__(comm.rank, comm.size)
+    def __init__(self, comm: dpcore.Communicator) -> None:
+        # torch binds ProcessGroup(rank, size) too; its stub lists (store, rank, size) alone
+        super().__init__(comm.rank, comm.size)  # type: ignore[call-arg]
         self._comm = comm
         me = threading.current_thread()
         self._owner, self._owner_name = me.ident, me.name
-        self._completer = None  # started by the first async call
+        self._completer: Optional[Completer] = None  # started by the first async call
         self._group_name = self._group_desc = ""
 
     # -- what torch asks of any process group --------------------------------------------------
 
-    def getBackendName(self):
+    def getBackendName(self) -> str:
         return "dpcore"
 
     # A Python group has no C++ backend to keep its name: DTensor, functional collectives and
     # FSDP2 look groups up by it ("ProcessGroup name not set" without these).
-    def getGroupName(self):
+    def getGroupName(self) -> str:
         return self._group_name
 
-    def setGroupName(self, name):
+    def setGroupName(self, name: str) -> None:
         self._group_name = name
 
-    def getGroupDesc(self):
+    def getGroupDesc(self) -> str:
         return self._group_desc
 
-    def setGroupDesc(self, desc):
+    def setGroupDesc(self, desc: str) -> None:
         self._group_desc = desc
 
     @property
-    def communicator(self):
+    def communicator(self) -> dpcore.Communicator:
         """The dpcore communicator underneath (its rank is this group's rank)."""
         return self._comm
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         """Called by dist.destroy_process_group: finish the async calls, close dpcore's."""
         if self._completer is not None:
             self._completer.stop()
