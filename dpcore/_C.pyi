@@ -16,6 +16,7 @@ _Trace = List[Tuple[str, int, int]]
 
 # {name: code}: the codes of csrc/include/dpcore/types.h
 DTYPES: Dict[str, int]
+REDUCED_DTYPES: Dict[str, int]  # the rest of DTYPES only move
 OPS: Dict[str, int]
 COLLECTIVES: Dict[str, int]
 ALGORITHMS: Dict[str, int]
@@ -84,6 +85,7 @@ class ShmBackend(Backend):
                  spin_us: _Float) -> None: ...
     def unlink(self) -> None: ...
     def can_read_peers(self) -> bool: ...
+    def set_peer_reads(self, ok: bool) -> None: ...
 
 class MpiBackend(Backend):
     # endpoint: dpcore/setup/mpi_endpoint.py's tuple
