@@ -133,6 +133,21 @@ void bindDevice(py::module_& m) {
       // every rank has mapped every peer's)
       .def("unlink", [](DeviceBackend& b) { b.engine().transport().control().unlinkSegment(); })
       .def("unlink_slots", [](DeviceBackend& b) { b.engine().transport().device().unlinkShared(); })
+      // What the kernels moved so far (DeviceCounts), once the queued calls are done.
+      .def("counts", [](DeviceBackend& b) {
+            {
+              py::gil_scoped_release release;
+              b.drain();
+            }
+            const DeviceCounts& c = b.engine().transport().counts();
+            py::dict d;
+            d["kernels"] = c.kernels;
+            d["host_waits"] = c.hostWaits;
+            d["bytes_read"] = c.bytesRead;
+            d["bytes_written"] = c.bytesWritten;
+            d["packed_bytes"] = c.packedBytes;
+            return d;
+          })
       .def("peers_gone", [](DeviceBackend& b) {
             return b.engine().transport().control().peersGone();
           })

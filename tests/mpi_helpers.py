@@ -105,8 +105,14 @@ def run_ok(script, n, *args, **kwargs):
 
 
 def rank_lines(output, tag):
-    """{rank: rest of line} for the lines 'rank R: TAG rest' the ranks printed."""
+    """{rank: rest of line} for the lines 'rank R: TAG rest' the ranks printed (each rank's
+    last)."""
+    return {r: lines[-1] for r, lines in rank_lines_all(output, tag).items()}
+
+
+def rank_lines_all(output, tag):
+    """{rank: [rest of line, ...]} for every line 'rank R: TAG rest', in order."""
     found = {}
     for r, rest in re.findall(rf"^rank (\d+): {tag} (.*)$", output, re.MULTILINE):
-        found[int(r)] = rest
+        found.setdefault(int(r), []).append(rest)
     return found

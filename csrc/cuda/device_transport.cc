@@ -203,6 +203,13 @@ void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
 
 void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
   if (args.count == 0) return;
+  const size_t elem = dtypeSize(dtype), perPack = 16 / elem;
+  const size_t packed = (args.count - packHead(args, elem)) / perPack * perPack;  // reduceCopy's
+  ++counts_.kernels;
+  ++counts_.hostWaits;  // the loop below
+  counts_.bytesRead += args.numSrcs * args.count * elem;
+  counts_.bytesWritten += args.numDsts * args.count * elem;
+  counts_.packedBytes += (args.numSrcs + args.numDsts) * packed * elem;
   try {
     const uint64_t ticket = device_->launch(dtype, op, args);
     // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels)

@@ -40,6 +40,16 @@ struct DeviceConfig {
   size_t oneShotBytes;  // the largest one-shot payload per rank
 };
 
+// What this transport's kernels moved, counted at each launch from its arguments (alike on a GPU
+// and in the emulation): the numbers docs/busbw.md's floor and the design's targets are held to.
+struct DeviceCounts {
+  uint64_t kernels = 0;       // launched
+  uint64_t hostWaits = 0;     // times the host waited for a kernel to end before going on
+  uint64_t bytesRead = 0;     // every source element of every kernel
+  uint64_t bytesWritten = 0;  // every destination element
+  uint64_t packedBytes = 0;   // of those read and written, through 16-byte packs
+};
+
 class DeviceTransport {
  public:
   static constexpr bool kPeerMemory = true;  // direct, over regions
@@ -108,6 +118,7 @@ class DeviceTransport {
   void reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
               size_t count, int divisor, bool roundEach);
   void copy(void* dst, const void* src, size_t bytes);
+  const DeviceCounts& counts() const { return counts_; }  // read once the queue is drained
 
  private:
   size_t slotStride() const { return config_.slotBytes + kHeadroom; }
@@ -129,6 +140,7 @@ class DeviceTransport {
   std::map<uint32_t, char*> unmapped_;  // this rank's buffer of each region unmapped, to free
   const CallContext* call_ = nullptr;
   ShmTransport* host_ = nullptr;  // pairWithHost
+  DeviceCounts counts_;
 };
 
 }  // namespace dpcore

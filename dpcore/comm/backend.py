@@ -100,6 +100,9 @@ class DeviceBackend(Backend, Protocol):
                       splits: int = 0) -> Job:
         """As submit, on device pointers."""
 
+    def counts(self) -> dict:
+        """What the kernels moved so far (Communicator.device_counts), once the queue drains."""
+
     def pair_sides(self, host: Backend) -> None:
         """At connection, before the first call: number calls in one count with `host` (the
         communicator's host backend), and find a peer that made a call on the other side."""

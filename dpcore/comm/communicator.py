@@ -305,6 +305,14 @@ class Communicator(Exchanges, PointToPointCalls):
         calls = [h + d for h, d in zip(self._host.algo_calls(), self._device.algo_calls())]
         return {ALGORITHM_NAMES[code]: k for code, k in enumerate(calls) if k}
 
+    def device_counts(self) -> Optional[Dict[str, int]]:
+        """What this communicator's kernels on CUDA arrays moved so far, counted at each launch
+        (alike on a GPU and in the emulation): kernels, host_waits (the host waited for a
+        kernel's end), bytes_read, bytes_written, and packed_bytes (of those, through 16-byte
+        packs); None before its first call on CUDA arrays. docs/busbw.md: the floor."""
+        self._checked_backend()
+        return self._device.counts()
+
     @property
     def device(self) -> Optional[str]:
         """What this communicator's CUDA arrays run on ("cuda:0", "emulated"), or None before

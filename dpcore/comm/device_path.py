@@ -85,6 +85,10 @@ class DevicePath:
     def algo_calls(self):
         return self._backend.algo_calls() if self._backend is not None else [0] * len(ALGORITHMS)
 
+    def counts(self):
+        """The device transport's DeviceCounts, or None before the first call on CUDA arrays."""
+        return None if self._backend is None else self._backend.counts()
+
     def _connected(self, view=None, coll=None, device=None):
         """The backend, set up at the first call on CUDA arrays (coll: that call's collective;
         None: comm.alloc's)."""
