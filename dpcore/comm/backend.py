@@ -60,6 +60,16 @@ class Backend(Protocol):
         """The recorded (name, start_us, duration_us, seq, step, bytes, algo, dtype, op), the
         last three codes or -1 (ring steps), cleared."""
 
+    def trace_to(self, path: str, lane: int) -> None:
+        """Record, and append the records to `path` as JSON lines [lane, *record] when each
+        collective ends and every _C.TRACE_BATCH records (DPCORE_TRACE's streaming)."""
+
+    def flush_trace(self) -> None:
+        """Once the queued collectives are done, append what is still held to the stream."""
+
+    def trace_peak(self) -> int:
+        """The most records held in memory at once."""
+
     def leave(self, why: str) -> None:
         """This rank makes no more calls: the peers hear `why` rather than wait for it."""
 
