@@ -1,7 +1,10 @@
 """`python -m dpcore.train` as a newcomer meets it: arguments it cannot use are refused by
 argparse (exit 2, one message even under mpiexec), every option shows its default, SGD gets a
 learning rate it trains with, --save / --resume continue a run at another world size and ZeRO
-stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line."""
+stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line.
+Its output, redirected, holds no progress bar's frames; --quiet leaves the final result alone,
+--log-every N an epoch line every N epochs."""
+import os
 import re
 
 import pytest
@@ -167,3 +170,39 @@ def test_the_epoch_of_a_checkpoint_is_checked_like_its_state(tmp_path, epoch, se
                           ck], env=ONE_THREAD, check=False)
     assert rc != 0 and says in out and "nothing to train" not in out, out
     assert "epoch  -4" not in out, out
+
+
+FAKE_TQDM = """
+import sys
+class tqdm:
+    def __init__(self, total=None, disable=None, **kwargs):
+        self.shown = not disable if disable is not None else sys.stderr.isatty()
+        self.update(0)
+    def update(self, n=1):
+        if self.shown:
+            sys.stderr.write("\\rFRAME")
+    def close(self):
+        pass
+"""
+
+
+@pytest.mark.mpi
+def test_redirected_output_has_no_progress_frames(tmp_path):
+    """Under mpiexec, with the output going to a pipe (here, pytest's), not a terminal: no
+    frames, from a tqdm that draws them wherever it is not disabled."""
+    (tmp_path / "tqdm.py").write_text(FAKE_TQDM)
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    _, out = run_mpi(2, ["-m", "dpcore.train", "--epochs", "1", "--hidden", "16"],
+                     env={**ONE_THREAD, "PYTHONPATH": path})
+    assert "done: 1 epoch(s)" in out and "FRAME" not in out, out
+
+
+@pytest.mark.slow
+def test_quiet_prints_the_result_alone_and_log_every_every_nth_epoch():
+    small = ["-m", "dpcore.train", "--epochs", "3", "--hidden", "16", "--batch-size", "256"]
+    _, out = run_python([*small, "--log-every", "2"], env=ONE_THREAD)
+    assert [e for e, _, _ in curve(out)] == ["2"] and "done: 3 epoch(s)" in out, out
+    _, out = run_python([*small, "--quiet"], env=ONE_THREAD)
+    assert out.startswith("done: 3 epoch(s)") and out.count("\n") == 1, out
+    rc, out = run_python([*small, "--quiet", "--log-every", "2"], check=False)
+    assert rc == 2 and "not allowed with argument" in out, out
