@@ -17,6 +17,7 @@ import dpcore
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
+from dpcore._cli import blas
 from dpcore._cli.args import HelpFormatter, Parser, positive, whole
 from dpcore._cli.errors import UsageError, run_main
 from dpcore._cli.terminal import stderr_is_terminal
@@ -137,15 +138,13 @@ def correct_count(engine, x, y, comm):
 
 
 def share_cores(comm):
-    """Give each rank's BLAS its share of the cores: ranks x default BLAS threads oversubscribe
-    the machine, and a rank whose collective peer is descheduled waits milliseconds."""
+    """Give each rank's BLAS its share of this node's cores: ranks x default BLAS threads
+    oversubscribe the machine, a rank whose collective peer is descheduled waits milliseconds,
+    and one rank against two would compare every core with half as many each. A thread count the
+    user set is kept."""
     if any(v in os.environ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
         return
-    try:
-        from threadpoolctl import threadpool_limits  # comes with scikit-learn
-    except ImportError:
-        return
-    threadpool_limits(max(1, (os.cpu_count() or 1) // comm.local_size))
+    blas.cap(max(1, len(os.sched_getaffinity(0)) // comm.local_size))
 
 
 def train(args, comm, xp=np):

@@ -3,7 +3,7 @@ argparse (exit 2, one message even under mpiexec), every option shows its defaul
 learning rate it trains with, --save / --resume continue a run at another world size and ZeRO
 stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line.
 Its output, redirected, holds no progress bar's frames; --quiet leaves the final result alone,
---log-every N an epoch line every N epochs."""
+--log-every N an epoch line every N epochs. Each rank's BLAS gets its share of the cores."""
 import os
 import re
 
@@ -12,7 +12,7 @@ import pytest
 from array_modules import cupy_unusable
 from dpcore import train
 from dpcore._cli.args import HelpFormatter, Parser
-from mpi_helpers import SCRIPTS, run_mpi, run_python
+from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -206,3 +206,17 @@ def test_quiet_prints_the_result_alone_and_log_every_every_nth_epoch():
     assert out.startswith("done: 3 epoch(s)") and out.count("\n") == 1, out
     rc, out = run_python([*small, "--quiet", "--log-every", "2"], check=False)
     assert rc == 2 and "not allowed with argument" in out, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [1, 2])
+def test_each_rank_gets_its_share_of_the_cores_for_blas(n):
+    """cores // ranks on the node, so one rank and two run as many BLAS threads in all; a
+    count the user set is kept."""
+    unset = {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None, "MKL_NUM_THREADS": None}
+    share = max(1, len(os.sched_getaffinity(0)) // n)
+    threads = rank_lines(run_ok("blas_share.py", n, env=unset), "threads")
+    assert threads == {r: str(share) for r in range(n)}
+    if n == 1 and share > 1:  # (OpenBLAS starts no more threads than cores)
+        kept = run_ok("blas_share.py", n, env={**unset, "OPENBLAS_NUM_THREADS": "1"})
+        assert rank_lines(kept, "threads") == {0: "1"}
