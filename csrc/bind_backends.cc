@@ -132,7 +132,10 @@ void bindBackends(py::module_& m) {
       .def("pass_on", &Backend::passOn, py::arg("news"),
            py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", &Backend::setTimeout)
-      .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
+      .def("enable_trace", [](Backend& b, bool on) { b.tracer().keep(on); })
+      .def("log_choices", [](Backend& b, const std::string& prefix) {
+            b.tracer().logChoices(prefix);
+          }, py::arg("prefix"))
       .def("trace_to", [](Backend& b, const std::string& path, int lane) {
             b.tracer().streamTo(path, lane);
           }, py::arg("path"), py::arg("lane"))

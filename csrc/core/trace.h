@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/choice_log.h"
+
 namespace dpcore {
 
 // Events a streaming Tracer holds at most before it writes them (tests/test_trace.py pins it).
@@ -31,10 +33,13 @@ struct TraceEvent {
   int algo = -1, dtype = -1, op = -1;  // a whole collective's, once known (codes)
 };
 
+// What each collective and ring step ran, for its consumers: the events kept (DPCORE_TRACE;
+// take_trace) and the choice log (DPCORE_DEBUG=INFO). Spans are made only while one is on.
 class Tracer {
  public:
-  bool enabled = false;
+  bool enabled = false;  // spans are made: keep(true), a stream, or the choice log
   std::vector<TraceEvent> events;  // recorded, not yet taken or written to the stream
+  ChoiceLog choices;
 
   static int64_t nowUs() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -53,9 +58,20 @@ class Tracer {
     closeStream();
     fd_ = fd;
     lane_ = lane;
+    keep(true);
+  }
+  // Keep the events (for take_trace, or the stream), or stop.
+  void keep(bool on) {
+    keep_ = on;
+    enabled = keep_ || choices.on;
+  }
+  void logChoices(const std::string& prefix) {
+    choices.start(prefix);
     enabled = true;
   }
   void record(const TraceEvent& e) {
+    if (choices.on && e.step < 0 && e.algo >= 0) choices.note(e.name, e.dtype, e.algo, e.bytes);
+    if (!keep_) return;
     events.push_back(e);
     peakHeld_ = std::max(peakHeld_, events.size());
     if (fd_ >= 0 && (e.step < 0 || events.size() >= kTraceBatch)) flush();
@@ -98,6 +114,7 @@ class Tracer {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  bool keep_ = false;
   int fd_ = -1;
   int lane_ = 0;
   size_t peakHeld_ = 0;

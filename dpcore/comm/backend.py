@@ -60,6 +60,10 @@ class Backend(Protocol):
         """The recorded (name, start_us, duration_us, seq, step, bytes, algo, dtype, op), the
         last three codes or -1 (ring steps), cleared."""
 
+    def log_choices(self, prefix: str) -> None:
+        """DPCORE_DEBUG=INFO: print a line on stderr, after `prefix`, the first time a
+        (collective, dtype, power-of-two size class, algorithm) runs."""
+
     def trace_to(self, path: str, lane: int) -> None:
         """Record, and append the records to `path` as JSON lines [lane, *record] when each
         collective ends and every _C.TRACE_BATCH records (DPCORE_TRACE's streaming)."""
