@@ -5,6 +5,7 @@ stage, and --device cuda trains on the GPU, or, without one, stops every rank wi
 Its output, redirected, holds no progress bar's frames; --quiet leaves the final result alone,
 --log-every N an epoch line every N epochs. Each rank's BLAS gets its share of the cores."""
 import os
+import pty
 import re
 
 import pytest
@@ -195,6 +196,19 @@ def test_redirected_output_has_no_progress_frames(tmp_path):
     _, out = run_mpi(2, ["-m", "dpcore.train", "--epochs", "1", "--hidden", "16"],
                      env={**ONE_THREAD, "PYTHONPATH": path})
     assert "done: 1 epoch(s)" in out and "FRAME" not in out, out
+
+
+@pytest.mark.mpi
+def test_under_mpiexec_in_a_terminal_the_bar_is_drawn():
+    """The other side: mpiexec's stderr is a terminal (a pty here), so rank 0's bar belongs."""
+    terminal, other_end = pty.openpty()
+    try:
+        _, out = run_mpi(1, ["-c", "from dpcore._cli.terminal import stderr_is_terminal as t; "
+                                   "print(t())"], stderr=other_end)
+    finally:
+        os.close(terminal)
+        os.close(other_end)
+    assert out.strip() == "True", out
 
 
 @pytest.mark.slow
