@@ -94,6 +94,7 @@ class SharedBuffer {
 MpiEndpoint mpiEndpointOf(py::tuple t) { return endpoint(t); }
 
 void bindBackends(py::module_& m) {
+  m.attr("TRACE_BATCH") = kTraceBatch;  // the most events a streaming trace holds in memory
   py::class_<Job, std::shared_ptr<Job>>(m, "Job")
       .def("done", &Job::done)
       .def("failed", &Job::failed)
@@ -131,7 +132,18 @@ void bindBackends(py::module_& m) {
       .def("pass_on", &Backend::passOn, py::arg("news"),
            py::call_guard<py::gil_scoped_release>())
       .def("set_timeout", &Backend::setTimeout)
-      .def("enable_trace", [](Backend& b, bool on) { b.tracer().enabled = on; })
+      .def("enable_trace", [](Backend& b, bool on) { b.tracer().keep(on); })
+      .def("log_choices", [](Backend& b, const std::string& prefix) {
+            b.tracer().logChoices(prefix);
+          }, py::arg("prefix"))
+      .def("trace_to", [](Backend& b, const std::string& path, int lane) {
+            b.tracer().streamTo(path, lane);
+          }, py::arg("path"), py::arg("lane"))
+      .def("flush_trace", [](Backend& b) {
+            b.drain();
+            b.tracer().flush();
+          }, py::call_guard<py::gil_scoped_release>())
+      .def("trace_peak", [](Backend& b) { return b.tracer().peakHeld(); })
       // The events recorded so far, as (name, start_us, duration_us, seq, step, bytes, algo,
       // dtype, op), the last three codes or -1; clears.
       .def("take_trace", [](Backend& b) {

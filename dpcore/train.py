@@ -17,8 +17,10 @@ import dpcore
 import dpcore.nn as nn
 import dpcore.nn.functional as F
 import dpcore.optim as optim
-from dpcore._cli.args import HelpFormatter, Parser, launcher_rank, positive, whole
+from dpcore._cli import blas
+from dpcore._cli.args import HelpFormatter, Parser, positive, whole
 from dpcore._cli.errors import UsageError, run_main
+from dpcore._cli.terminal import stderr_is_terminal
 from dpcore.devices import device_module
 from dpcore.dtypes import bfloat16_dtype
 from dpcore.parallel import DataParallel, DistributedSampler
@@ -64,6 +66,12 @@ def parse_args(argv=None):
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="start from the checkpoint in DIR (saved at any number of ranks and "
                         "any ZeRO stage), after the epoch it was saved at")
+    log = p.add_mutually_exclusive_group()
+    log.add_argument("--quiet", action="store_true",
+                     help="print only the final result (and errors): no header, epoch lines or "
+                          "progress bar")
+    log.add_argument("--log-every", type=whole(1), default=1, metavar="N",
+                     help="an epoch line every N epochs")
     p.add_argument("--report-memory", action="store_true",
                    help="after training, print each rank's measured bytes (held and sent per "
                         "step) beside the ZeRO paper's formulas")
@@ -101,14 +109,14 @@ def synthetic(n=1797, classes=10, dim=64, seed=1234):
     return rng.standard_normal((classes, dim))[y] + 1.5 * rng.standard_normal((n, dim)), y
 
 
-def progress(total, epoch, rank):
-    """A tqdm bar on rank 0. tqdm hides it where stderr is not a terminal, as under mpiexec,
-    whose launcher forwards it to the user's terminal all the same: there it is shown."""
+def progress(total, epoch, shown):
+    """A tqdm bar where `shown` (rank 0's, when its output reaches a terminal: under mpiexec,
+    whose stderr decides, dpcore._cli.terminal); else nothing, so that a log has no frames."""
     try:
         from tqdm import tqdm
     except ImportError:
         tqdm = None
-    if rank != 0 or tqdm is None:
+    if not shown or tqdm is None:
         class Quiet:
             def update(self, n=1):
                 pass
@@ -116,9 +124,7 @@ def progress(total, epoch, rank):
             def close(self):
                 pass
         return Quiet()
-    launched = launcher_rank() is not None
-    return tqdm(total=total, desc=f"epoch {epoch}", leave=False,
-                disable=False if launched else None)
+    return tqdm(total=total, desc=f"epoch {epoch}", leave=False, disable=False)
 
 
 def correct_count(engine, x, y, comm):
@@ -132,15 +138,13 @@ def correct_count(engine, x, y, comm):
 
 
 def share_cores(comm):
-    """Give each rank's BLAS its share of the cores: ranks x default BLAS threads oversubscribe
-    the machine, and a rank whose collective peer is descheduled waits milliseconds."""
+    """Give each rank's BLAS its share of this node's cores: ranks x default BLAS threads
+    oversubscribe the machine, a rank whose collective peer is descheduled waits milliseconds,
+    and one rank against two would compare every core with half as many each. A thread count the
+    user set is kept."""
     if any(v in os.environ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
         return
-    try:
-        from threadpoolctl import threadpool_limits  # comes with scikit-learn
-    except ImportError:
-        return
-    threadpool_limits(max(1, (os.cpu_count() or 1) // comm.local_size))
+    blas.cap(max(1, len(os.sched_getaffinity(0)) // comm.local_size))
 
 
 def train(args, comm, xp=np):
@@ -160,7 +164,9 @@ def train(args, comm, xp=np):
     first_epoch = 1 + (resume(engine, args.resume) if args.resume else 0)
     sampler = DistributedSampler(len(x_train), args.batch_size, comm.rank, comm.size,
                                  seed=args.seed)
-    if comm.rank == 0:
+    talks = comm.rank == 0 and not args.quiet  # the header, epoch lines and the bar
+    bar_shown = talks and stderr_is_terminal()
+    if talks:
         count = sum(p.size for p in model.parameters())
         units = "unit(s)" if args.zero_stage == 3 else "bucket(s)"  # stage 3: one per module
         print(f"{name}: {len(x_train)} train, {len(x_test)} held out | {count} parameters, "
@@ -172,7 +178,7 @@ def train(args, comm, xp=np):
     step = (first_epoch - 1) * len(sampler)  # steps taken: warm-up goes on after a resume
     for epoch in range(first_epoch, args.epochs + 1):
         sampler.set_epoch(epoch)
-        bar = progress(len(sampler), epoch, comm.rank)
+        bar = progress(len(sampler), epoch, bar_shown)
         loss_sum, step_s, wait_before = 0.0, 0.0, engine.comm_wait_s
         start = time.perf_counter()
         for local, total in sampler:
@@ -195,7 +201,7 @@ def train(args, comm, xp=np):
                                          engine.comm_wait_s - wait_before, step_s]))
         slowest = comm.all_reduce(np.array([elapsed]), op="max")[0]
         last = (sums[0] / len(x_train), sums[1] / len(x_test))
-        if comm.rank == 0:
+        if talks and epoch % args.log_every == 0:
             print(f"epoch {epoch:3d}  loss {last[0]:.4f}  test acc {last[1]:.4f}  "
                   f"samples/s {len(x_train) / slowest:9.0f}  "
                   f"comm wait {sums[2] / sums[3]:6.1%} of step time", flush=True)

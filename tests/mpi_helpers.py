@@ -37,9 +37,10 @@ MPIEXEC = find_mpiexec()
 
 
 def run_python(argv, *, launcher=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None, check=True,
-               status=0):
+               status=0, stderr=subprocess.STDOUT):
     """Run `[launcher] python *argv` with this interpreter; return (returncode, output) with
-    stdout and stderr merged. With check=True, fail the test unless it exits with `status`.
+    stdout and stderr merged (or stderr sent to the file descriptor `stderr`). With check=True,
+    fail the test unless it exits with `status`.
 
     `env` adds to (and overrides) the environment; a value of None removes that variable.
     DPCORE_TIMEOUT defaults to 60 s there, so a library hang surfaces as a CommError well
@@ -49,7 +50,7 @@ def run_python(argv, *, launcher=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None
     full_env = {k: v for k, v in full_env.items() if v is not None}
     cmd = [*map(str, launcher), sys.executable, *map(str, argv)]
     # A new session, so a timeout can kill mpiexec and every rank it started, and nothing else.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, env=full_env,
                             cwd=cwd, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)

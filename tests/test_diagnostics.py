@@ -1,6 +1,7 @@
 """What a user reaches for when something is off: `python -m dpcore` (the installation and every
 DPCORE_* value, as torch's collect_env), `--version` on every command, and DPCORE_DEBUG=INFO
-(what init set up, as NCCL_DEBUG=INFO)."""
+(what init set up, and each algorithm choice as it happens, as NCCL_DEBUG=INFO)."""
+import numpy as np
 import pytest
 
 import dpcore
@@ -55,3 +56,30 @@ def test_debug_info_says_what_init_set_up(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "dpcore INFO rank 0/1: transport" in err and "node 0 of 1" in err, err
     assert "dpcore INFO settings: timeout=" in err and "debug=INFO" in err, err
+
+
+def test_debug_info_prints_each_algorithm_choice_once(monkeypatch, capfd):
+    """A line the first time a (collective, dtype, power-of-two size class) runs an algorithm,
+    written by C++ to fd 2; none without DPCORE_DEBUG=INFO."""
+    x = np.ones(1000, np.float32)  # 4000 bytes
+    for debug in ("INFO", None):
+        if debug:
+            monkeypatch.setenv("DPCORE_DEBUG", debug)
+        else:
+            monkeypatch.delenv("DPCORE_DEBUG")
+        with dpcore.init() as comm:
+            for _ in range(3):
+                comm.all_reduce(x, algo="one_shot")
+                comm.all_reduce(x[:900], algo="one_shot")  # 3600 bytes: the same size class
+            comm.all_reduce(x, algo="ring")
+            comm.all_reduce(x.astype(np.float64), algo="ring")
+            comm.broadcast(np.ones(10, np.int32), algo="one_shot")
+            comm.all_gather(np.ones(3, np.float32), algo="ring")  # its shard lengths: no line
+        err = capfd.readouterr().err
+        choices = [line.split("dpcore INFO algorithm: ")[1] for line in err.splitlines()
+                   if "dpcore INFO algorithm: " in line]
+        assert choices == (["all_reduce float32, 2 KiB to 4 KiB: one_shot",
+                            "all_reduce float32, 2 KiB to 4 KiB: ring",
+                            "all_reduce float64, 4 KiB to 8 KiB: ring",
+                            "broadcast int32, 32 B to 64 B: one_shot",
+                            "all_gather float32, 8 B to 16 B: ring"] if debug else []), err

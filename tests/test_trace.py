@@ -1,11 +1,15 @@
 """DPCORE_TRACE writes one valid Chrome trace: a lane per rank, a span per collective (with what
 ran: algorithm, dtype, op) and, for the ring, a span per step whose step numbers follow the
-ring's schedule; and the trainer's forward, backward and step."""
+ring's schedule; and the trainer's forward, backward and step. The ranks stream their events as
+they go, holding at most _C.TRACE_BATCH: a job killed mid-run leaves them up to its last
+collective, which `python -m dpcore.trace merge` makes a trace of."""
 import json
 
 import pytest
 
-from mpi_helpers import run_ok
+from dpcore import _C
+from mpi_helpers import rank_lines, run_ok, run_python, run_script
+from test_faults import remove_mpi_shm_leftovers
 
 pytestmark = pytest.mark.mpi
 
@@ -15,6 +19,7 @@ def test_trace_has_a_lane_per_rank_and_ring_steps(tmp_path, n):
     path = tmp_path / "trace.json"
     run_ok("trace_run.py", n, env={"DPCORE_TRACE": str(path)})
     events = json.loads(path.read_text())["traceEvents"]
+    assert not list(tmp_path.glob("*.jsonl"))  # the ranks' files, merged, are removed
     spans = [e for e in events if e["ph"] == "X"]
     lanes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert lanes == set(range(n))
@@ -41,3 +46,27 @@ def test_trace_has_a_lane_per_rank_and_ring_steps(tmp_path, n):
         # The one-shot all-reduce (seq 2) has no steps; the broadcast chain (seq 3) one per round.
         assert not [e for e in steps if e["args"]["seq"] == 2]
         assert {e["args"]["step"] for e in steps if e["args"]["seq"] == 3} == {0}
+
+
+@pytest.mark.parametrize("how, n", [("kill", 2), ("exit", 3)])
+def test_a_killed_job_leaves_its_events_and_merge_makes_a_trace(tmp_path, how, n):
+    path = tmp_path / "trace.json"
+    status, output = run_script("trace_killed.py", n, how, check=False,
+                                env={"DPCORE_TRACE": str(path), "DPCORE_SLOT_BYTES": "256"})
+    remove_mpi_shm_leftovers(output)
+    assert status != 0 and not path.exists(), output  # nothing ran at exit
+    peaks = rank_lines(output, "peak")
+    assert set(peaks) == set(range(n)), output
+    assert all(0 < int(p) <= _C.TRACE_BATCH for p in peaks.values()), peaks  # memory bounded
+    run_python(["-m", "dpcore.trace", "merge", path])
+    assert len(list(tmp_path.glob("trace.rank*.jsonl"))) == n  # kept: merge only reads them
+    events = json.loads(path.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    for rank in range(n):
+        collectives = [e["name"] for e in spans if e["pid"] == rank and e["tid"] == 0]
+        # up to the last collective before the kill
+        assert collectives == ["all_reduce"] * 4 + ["broadcast"], collectives
+        assert [e["name"] for e in spans if e["pid"] == rank and e["tid"] == 2] == ["backward"]
+        steps = [e for e in spans if e["pid"] == rank and e["tid"] == 1]
+        assert sum(e["args"]["seq"] == 1 for e in steps) > _C.TRACE_BATCH  # streamed in batches
+        assert {e["args"]["seq"] for e in steps} == {1, 5}

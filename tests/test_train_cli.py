@@ -1,7 +1,11 @@
 """`python -m dpcore.train` as a newcomer meets it: arguments it cannot use are refused by
 argparse (exit 2, one message even under mpiexec), every option shows its default, SGD gets a
 learning rate it trains with, --save / --resume continue a run at another world size and ZeRO
-stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line."""
+stage, and --device cuda trains on the GPU, or, without one, stops every rank with one line.
+Its output, redirected, holds no progress bar's frames; --quiet leaves the final result alone,
+--log-every N an epoch line every N epochs. Each rank's BLAS gets its share of the cores."""
+import os
+import pty
 import re
 
 import pytest
@@ -9,7 +13,7 @@ import pytest
 from array_modules import cupy_unusable
 from dpcore import train
 from dpcore._cli.args import HelpFormatter, Parser
-from mpi_helpers import SCRIPTS, run_mpi, run_python
+from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -167,3 +171,66 @@ def test_the_epoch_of_a_checkpoint_is_checked_like_its_state(tmp_path, epoch, se
                           ck], env=ONE_THREAD, check=False)
     assert rc != 0 and says in out and "nothing to train" not in out, out
     assert "epoch  -4" not in out, out
+
+
+FAKE_TQDM = """
+import sys
+class tqdm:
+    def __init__(self, total=None, disable=None, **kwargs):
+        self.shown = not disable if disable is not None else sys.stderr.isatty()
+        self.update(0)
+    def update(self, n=1):
+        if self.shown:
+            sys.stderr.write("\\rFRAME")
+    def close(self):
+        pass
+"""
+
+
+@pytest.mark.mpi
+def test_redirected_output_has_no_progress_frames(tmp_path):
+    """Under mpiexec, with the output going to a pipe (here, pytest's), not a terminal: no
+    frames, from a tqdm that draws them wherever it is not disabled."""
+    (tmp_path / "tqdm.py").write_text(FAKE_TQDM)
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    _, out = run_mpi(2, ["-m", "dpcore.train", "--epochs", "1", "--hidden", "16"],
+                     env={**ONE_THREAD, "PYTHONPATH": path})
+    assert "done: 1 epoch(s)" in out and "FRAME" not in out, out
+
+
+@pytest.mark.mpi
+def test_under_mpiexec_in_a_terminal_the_bar_is_drawn():
+    """The other side: mpiexec's stderr is a terminal (a pty here), so rank 0's bar belongs."""
+    terminal, other_end = pty.openpty()
+    try:
+        _, out = run_mpi(1, ["-c", "from dpcore._cli.terminal import stderr_is_terminal as t; "
+                                   "print(t())"], stderr=other_end)
+    finally:
+        os.close(terminal)
+        os.close(other_end)
+    assert out.strip() == "True", out
+
+
+@pytest.mark.slow
+def test_quiet_prints_the_result_alone_and_log_every_every_nth_epoch():
+    small = ["-m", "dpcore.train", "--epochs", "3", "--hidden", "16", "--batch-size", "256"]
+    _, out = run_python([*small, "--log-every", "2"], env=ONE_THREAD)
+    assert [e for e, _, _ in curve(out)] == ["2"] and "done: 3 epoch(s)" in out, out
+    _, out = run_python([*small, "--quiet"], env=ONE_THREAD)
+    assert out.startswith("done: 3 epoch(s)") and out.count("\n") == 1, out
+    rc, out = run_python([*small, "--quiet", "--log-every", "2"], check=False)
+    assert rc == 2 and "not allowed with argument" in out, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [1, 2])
+def test_each_rank_gets_its_share_of_the_cores_for_blas(n):
+    """cores // ranks on the node, so one rank and two run as many BLAS threads in all; a
+    count the user set is kept."""
+    unset = {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None, "MKL_NUM_THREADS": None}
+    share = max(1, len(os.sched_getaffinity(0)) // n)
+    threads = rank_lines(run_ok("blas_share.py", n, env=unset), "threads")
+    assert threads == {r: str(share) for r in range(n)}
+    if n == 1 and share > 1:  # (OpenBLAS starts no more threads than cores)
+        kept = run_ok("blas_share.py", n, env={**unset, "OPENBLAS_NUM_THREADS": "1"})
+        assert rank_lines(kept, "threads") == {0: "1"}

@@ -60,6 +60,20 @@ class Backend(Protocol):
         """The recorded (name, start_us, duration_us, seq, step, bytes, algo, dtype, op), the
         last three codes or -1 (ring steps), cleared."""
 
+    def log_choices(self, prefix: str) -> None:
+        """DPCORE_DEBUG=INFO: print a line on stderr, after `prefix`, the first time a
+        (collective, dtype, power-of-two size class, algorithm) runs."""
+
+    def trace_to(self, path: str, lane: int) -> None:
+        """Record, and append the records to `path` as JSON lines [lane, *record] when each
+        collective ends and every _C.TRACE_BATCH records (DPCORE_TRACE's streaming)."""
+
+    def flush_trace(self) -> None:
+        """Once the queued collectives are done, append what is still held to the stream."""
+
+    def trace_peak(self) -> int:
+        """The most records held in memory at once."""
+
     def leave(self, why: str) -> None:
         """This rank makes no more calls: the peers hear `why` rather than wait for it."""
 

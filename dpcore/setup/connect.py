@@ -5,7 +5,7 @@ import numbers
 
 from .. import settings as _settings
 from .bootstrap import Bootstrap
-from .info import log_init
+from .info import log_init, prefix
 from .store_wire import StoreWire, refuse_what_needs_mpi, trace_gather
 from . import p2p_channel, transports
 
@@ -57,6 +57,7 @@ def _connect(boot, settings, timeout):
     p2p, p2p_comms = p2p_channel.connect(transport, boot, node, timeout, connection.direct)
     if settings.debug == "INFO":
         log_init(boot, nodes, node, transport, settings, timeout)
+        connection.backend.log_choices(prefix(boot.rank))
     return Made(boot=boot, node=node, settings=settings, timeout=timeout, transport=transport,
                 backend=connection.backend, direct=connection.direct,
                 one_shot_bytes=one_shot_bytes, p2p=p2p,

@@ -225,18 +225,18 @@ def refuse_what_needs_mpi(boot, settings):
 
 
 def trace_gather(wire, timeout):
-    """For DPCORE_TRACE (dpcore.trace) at exit: a function that brings every rank's events to
-    rank 0 through the store of `wire` (a StoreWire, its mark still this communicator's) and
-    returns them there (None elsewhere). Rank 0 waits for each rank's at most `timeout`
-    seconds, and writes what came, saying who is missing."""
+    """For DPCORE_TRACE (dpcore.trace) at exit: a function that brings every rank's list of
+    items (its trace file) to rank 0 through the store of `wire` (a StoreWire, its mark still
+    this communicator's) and returns them there, with the ranks missing (None elsewhere). Rank 0
+    waits for each rank's at most `timeout` seconds, and says who is missing."""
     def key(rank):
         return f"{wire.prefix}/{wire.mark}/trace/{rank}"
 
-    def gather(events):
+    def gather(items):
         if wire.rank != 0:
-            wire.store.set(key(wire.rank), pickle.dumps(events))
+            wire.store.set(key(wire.rank), pickle.dumps(items))
             return None
-        everyone, missing = list(events), list(range(1, wire.size))
+        everyone, missing = list(items), list(range(1, wire.size))
         deadline = time.monotonic() + timeout
         while missing and time.monotonic() < deadline:
             for r in [r for r in missing if wire.store.check([key(r)])]:
@@ -245,7 +245,7 @@ def trace_gather(wire, timeout):
                 missing.remove(r)
             time.sleep(0.01)
         if missing:
-            print(f"dpcore: DPCORE_TRACE: no events from ranks {missing} after {timeout:g} s",
+            print(f"dpcore: DPCORE_TRACE: no word from ranks {missing} after {timeout:g} s",
                   file=sys.stderr)
-        return everyone
+        return everyone, missing
     return gather
