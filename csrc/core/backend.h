@@ -93,7 +93,9 @@ class Queued : public Backend {
   Engine& engine() { return engine_; }
 
  private:
+  // A call refused here, on this rank alone, takes no number: the peers never see it.
   Task numberOf(Task task) {
+    engine_.validate(task);
     task.number = order_->next();
     return task;
   }

@@ -66,6 +66,17 @@ class Collectives {
   std::vector<CollHeader> match(const Task& task) { return call(task, false); }
   const CallContext& current() const { return call_; }  // the last call, for messages
 
+  // Refuses bad input that this rank alone can see (InvalidCall), before anything is sent; on
+  // the caller's thread too, before the call takes its number (Queued), so a call refused on one
+  // rank leaves the ranks' counts alike.
+  void validate(const Task& task) const {
+    if (collInfo(task.coll).reduces && !dtypeReduces(task.dtype)) {  // dpcore/comm/ refuses it
+      throw InvalidCall(std::string("dpcore: ") + dtypeName(task.dtype) +
+                        " is moved, not reduced");
+    }
+    transport_.validate(exchangeTask(task));
+  }
+
   // All ranks' all_gather shard sizes, through a header-only collective (number: Task's).
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number = 0) {
     Task task;
@@ -112,11 +123,7 @@ class Collectives {
  private:
   std::vector<CollHeader> call(const Task& task, bool moveData) {
     broken_.check();
-    if (collInfo(task.coll).reduces && !dtypeReduces(task.dtype)) {  // dpcore/comm/ refuses it
-      throw InvalidCall(std::string("dpcore: ") + dtypeName(task.dtype) +
-                        " is moved, not reduced");
-    }
-    transport_.validate(exchangeTask(task));  // bad input: refused before anything is sent
+    validate(task);
     ++seq_;
     const auto now = std::chrono::steady_clock::now();
     call_ = CallContext{collName(task.coll), seq_, transport_.name(transport_.rank()), timeout_,

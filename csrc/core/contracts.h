@@ -283,6 +283,7 @@ constexpr bool isTransport() {
 }
 
 // -- Engine: what Queued<Engine> (core/backend.h) runs, in issue order -------------------------
+template <class E> using ValidateCall = decltype(a<const E>().validate(arg::task));
 template <class E> using Run = decltype(a<E>().run(arg::task));
 template <class E>
 using ExchangeCounts = decltype(a<E>().exchangeCounts(arg::dtype, arg::count, arg::number));
@@ -294,6 +295,8 @@ template <class E> using SetTimeout = decltype(a<E>().setTimeout(arg::seconds));
 template <class E>
 constexpr bool isEngine() {
   static_assert(has<Run, E>, "Engine: run(const Task&): one collective, start to end");
+  static_assert(has<ValidateCall, E>, "Engine: validate(const Task&) const: refuse bad input "
+                                      "this rank alone sees, before the call is numbered");
   static_assert(gives<ExchangeCounts, E, std::vector<size_t>>(),
                 "Engine: std::vector<size_t> exchangeCounts(DType, size_t mine, uint64_t number): "
                 "every rank's all_gather shard");

@@ -36,6 +36,7 @@ class Hierarchical {
                std::unique_ptr<MpiEndpoint> cross, size_t mpiSlots, size_t mpiSegmentBytes);
 
   std::vector<CollHeader> run(const Task& task);
+  void validate(const Task& task) const { world_.validate(task); }
   std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number) {
     broken_.check();
     return world_.exchangeCounts(dtype, mine, number);

@@ -5,13 +5,16 @@ refused so too), and a call that differs between ranks is a CommError on all.
 
 Usage: mpiexec -n 2 python -m mpi4py device_bad_input.py
 """
+import re
 import time
 
 import numpy as np
+from mpi4py import MPI
 
 import dpcore
 from checks import Checker
 from dpcore import emulated
+from dpcore.dtypes import ALGORITHMS, ALL_REDUCE, DTYPES, OPS
 
 comm = dpcore.init(timeout=20)
 rank, size = comm.rank, comm.size
@@ -88,10 +91,21 @@ def sides_differ(first_device_call):
 sides_differ(first_device_call=False)
 sides_differ(first_device_call=True)
 
-# A call that differs between ranks: every rank hears it.
+# Straight to the backend, past dpcore/comm/'s checks, on rank 0 alone: the transport's own
+# refusal takes no number from the communicator's count either.
+if rank == 0:
+    ptr = x.__cuda_array_interface__["data"][0]
+    refused(lambda: comm._device._backend.run_device(
+        ALL_REDUCE, DTYPES[x.dtype], OPS["sum"], 0, ALGORITHMS["direct"], ptr, ptr, x.size,
+        x.size, 0), ValueError, "comm.alloc", "direct past the Python checks")
+
+# A call that differs between ranks: every rank hears it, under one number (the mistakes made
+# above, refused on one rank alone, took none).
 try:
     comm.all_reduce(emulated.asarray(np.ones(5 + rank, np.float32)))
     check.true(False, "a mismatched call did not raise")
 except dpcore.CommError as e:
     check.true("mismatch" in str(e) and "all_reduce" in str(e), f"mismatch message: {e}")
+    numbers = MPI.COMM_WORLD.allgather(re.match(r"dpcore all_reduce #(\d+)", str(e)).group(1))
+    check.true(len(set(numbers)) == 1, f"the ranks number the call {numbers}")
 check.finish()
