@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 import dpcore
 from dpcore.bench.options import parse_size
-from plain_loop import WARMUP, iters_for, loop
+from plain_loop import WARMUP, iters_for, loop, sweep
 
 
 def calls(coll, comm, world, nbytes, alloc):
@@ -62,10 +62,7 @@ def main():
     p.add_argument("--alloc", action="store_true", help="dpcore's buffers from comm.alloc")
     args = p.parse_args()
     world = MPI.COMM_WORLD
-    sizes, nbytes = [], args.minbytes
-    while nbytes <= args.maxbytes:
-        sizes.append(nbytes)
-        nbytes *= max(args.stepfactor, 2)
+    sizes = sweep(args.minbytes, args.maxbytes, args.stepfactor)
     found = {s: {"dpcore": [], "MPI": [], "algos": []} for s in sizes}
     for run in range(args.runs):
         with dpcore.init() as comm:

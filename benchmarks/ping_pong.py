@@ -23,6 +23,7 @@ from mpi4py import MPI  # noqa: E402
 
 import dpcore  # noqa: E402
 from dpcore.bench.options import parse_size  # noqa: E402
+from plain_loop import sweep  # noqa: E402
 
 WARMUP = 3
 
@@ -61,11 +62,8 @@ def main():
     args = p.parse_args()
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
-    sizes = [] if args.no_8 or args.minbytes <= 8 else [8]
-    nbytes = args.minbytes
-    while nbytes <= args.maxbytes:
-        sizes.append(nbytes)
-        nbytes *= max(args.stepfactor, 2)
+    first = [] if args.no_8 or args.minbytes <= 8 else [8]
+    sizes = first + sweep(args.minbytes, args.maxbytes, args.stepfactor)
     found = {s: {"dpcore": [], "MPI": []} for s in sizes}
     for run in range(args.runs):
         with dpcore.init() as comm:

@@ -43,6 +43,15 @@ from dpcore.bench.options import parse_size  # noqa: E402
 WARMUP = 3
 
 
+def sweep(minbytes, maxbytes, factor):
+    """nccl-tests' sizes: minbytes, then times factor (at least 2), up to maxbytes."""
+    sizes, nbytes = [], minbytes
+    while nbytes <= maxbytes:
+        sizes.append(nbytes)
+        nbytes *= max(factor, 2)
+    return sizes
+
+
 def iters_for(nbytes, most):
     """Timed calls per loop: `most`, fewer for large sizes (about 1 GiB per loop, at least 10)."""
     return max(10, min(most, (1 << 30) // max(nbytes, 1)))
@@ -127,11 +136,7 @@ def main():
     world = MPI.COMM_WORLD
     n, rank = world.Get_size(), world.Get_rank()
     late = rank == n - 1 and n > 1
-    sizes = []
-    nbytes = args.minbytes
-    while nbytes <= args.maxbytes:
-        sizes.append(nbytes)
-        nbytes *= max(args.stepfactor, 2)
+    sizes = sweep(args.minbytes, args.maxbytes, args.stepfactor)
     found = {s: {"dpcore": [], "MPI": [], "dpcore cpu": [], "MPI cpu": [], "algos": []}
              for s in sizes}
     for run in range(args.runs):

@@ -78,7 +78,7 @@ class Collectives {
   }
 
   // All ranks' all_gather shard sizes, through a header-only collective (number: Task's).
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number = 0) {
+  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number) {
     Task task;
     task.number = number;
     task.coll = Coll::kAllGather;

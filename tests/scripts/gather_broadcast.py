@@ -70,8 +70,10 @@ for root in range(size):
 # as they are (int16's include float16's NaNs), in every algorithm; a reduction of them is
 # refused on the rank that asks.
 # Every dtype's bytes move alike on every transport: the whole set of cases (shared memory) only.
+MOVED_ONLY = ([np.dtype(t) for t in ("bool", "int16", "uint16", "complex64")]
+              if dtypes is DTYPES else [])
 rng = np.random.default_rng(rank)
-for dtype in [np.dtype(t) for t in ("bool", "int16", "uint16", "complex64")] * (dtypes is DTYPES):
+for dtype in MOVED_ONLY:
     segment = (64 << 10) // dtype.itemsize
     for count in capped([1, 1009, 2 * size * segment + 3]):
         bits = rng.integers(0, 256, count * dtype.itemsize, np.uint8)
