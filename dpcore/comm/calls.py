@@ -4,8 +4,9 @@ and the launch on the path's backend."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from threading import get_ident
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -101,6 +102,20 @@ class Calls:
                            f"which created it; a call from thread {me.name!r} could meet the "
                            f"peers' calls out of order. Create a communicator in the thread "
                            f"that uses it (dpcore.init there, in the same order on every rank)")
+
+    @contextmanager
+    def lent_to_this_thread(self) -> Iterator[None]:
+        """Within the with-block, this thread makes the calls in the owner's stead: for a thread
+        that the owner waits for, such as the one torch's autograd runs a CUDA backward on
+        (and DDP's hooks in it) while the thread that called backward() waits. Calls stay in
+        one order only if the owner makes none meanwhile, which is the lender's to ensure."""
+        owner = self._owner, self._owner_name
+        me = threading.current_thread()
+        self._owner, self._owner_name = me.ident, me.name
+        try:
+            yield
+        finally:
+            self._owner, self._owner_name = owner
 
     def _launch(self, path: Path, coll: int, dtype: int, op: int, root: int, algo: int,
                 a: View, out_a: Optional[View], count: int, total: int, result: Any,

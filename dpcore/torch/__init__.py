@@ -1,6 +1,7 @@
-"""dpcore as a torch.distributed backend: `import dpcore.torch` registers "dpcore", for CPU
-tensors, so that `dist.init_process_group("dpcore", ...)` and `dist.new_group(backend="dpcore")`
-run torch's own collectives, DistributedDataParallel and FSDP on dpcore's.
+"""dpcore as a torch.distributed backend: `import dpcore.torch` registers "dpcore", for CPU and
+CUDA tensors, so that `dist.init_process_group("dpcore", ...)` and
+`dist.new_group(backend="dpcore")` run torch's own collectives, DistributedDataParallel and FSDP
+on dpcore's (on CUDA tensors: dpcore's kernels, ordered on torch's current stream).
 
 How, and why so:
 
@@ -17,9 +18,11 @@ How, and why so:
   thread would order collectives differently on different ranks). torch calls the backend
   from the thread that runs the collective, and for CPU tensors autograd runs backward (and so
   DDP's and FSDP's hooks) on the thread that called backward(), so the group is used from the
-  thread that made it. Async calls run on dpcore's own worker thread while that thread computes;
-  one completion thread per group completes their futures (work.py), so `.then()` callbacks
-  run there, and a collective issued from such a callback is refused with a RuntimeError.
+  thread that made it. A CUDA backward runs on autograd's own thread while backward()'s caller
+  waits: the group lends its communicator to a thread inside a backward pass. Async calls
+  run on dpcore's own worker thread while that thread computes; one completion thread per
+  group completes their futures (work.py), so `.then()` callbacks run there, and a
+  collective issued from such a callback is refused with a RuntimeError.
 - Errors stay dpcore's: a mismatched call, a dead peer or a stall raises dpcore.CommError on
   every rank, from the call itself or from Work.wait(). A future in error state holds torch's
   RuntimeError (torch lets Python fail a future only through a callback), so the future's
@@ -36,6 +39,6 @@ from .process_group import ProcessGroup, create
 fill_env_from_launcher()  # env:// under mpiexec, as under torchrun
 
 if "DPCORE" not in dist.Backend._plugins:
-    dist.Backend.register_backend("dpcore", create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend("dpcore", create, extended_api=True, devices=["cpu", "cuda"])
 
 __all__ = ["ProcessGroup"]

@@ -71,7 +71,7 @@ class Exchanges:
         like = inputs[0]
         x = as_moved(concatenated(inputs, like, self.size(), "all_to_all", same_size=False),
                      "input")
-        out = torch.empty(sum(o.numel() for o in outputs), dtype=like.dtype)
+        out = torch.empty(sum(o.numel() for o in outputs), dtype=like.dtype, device=like.device)
         o = as_moved(out)
         scale = like.element_size() // o.itemsize  # dpcore's elements per tensor element
         splits = [t.numel() * scale for t in inputs]
@@ -92,7 +92,7 @@ def rows(outputs, like, size, what):
                                    for o in outputs):
         raise ValueError(f"dpcore: {what} needs {size} output tensors of the input's "
                          f"{like.numel()} elements and dtype {like.dtype}")
-    flat = torch.empty((size, like.numel()), dtype=like.dtype)
+    flat = torch.empty((size, like.numel()), dtype=like.dtype, device=like.device)
 
     def copy_out():
         for o, row in zip(outputs, flat):

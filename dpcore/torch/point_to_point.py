@@ -12,14 +12,14 @@ from .work import Pending
 
 
 class PointToPoint:
-    """send, recv and recv_anysource of a process group with self._comm, self._check_thread
+    """send, recv and recv_anysource of a process group with self._comm, self._calling()
     and self._completer_thread() (see process_group.py)."""
 
     def send(self, tensors, dst, tag=0):
-        self._check_thread()
         x = as_moved(one(tensors, "send"))
-        return self._completer_thread().track(
-            Pending([self._comm.isend(x, dst, tag=tag)], tensors))
+        with self._calling():
+            return self._completer_thread().track(
+                Pending([self._comm.isend(x, dst, tag=tag)], tensors))
 
     def recv(self, tensors, src, tag=0):
         return self._received(tensors, src, tag)
@@ -28,10 +28,10 @@ class PointToPoint:
         return self._received(tensors, None, tag)
 
     def _received(self, tensors, src, tag):
-        self._check_thread()
         out = as_moved(one(tensors, "recv"))
-        return self._completer_thread().track(
-            Received([self._comm.irecv(out, src, tag=tag)], tensors))
+        with self._calling():
+            return self._completer_thread().track(
+                Received([self._comm.irecv(out, src, tag=tag)], tensors))
 
 
 class Received(Pending):

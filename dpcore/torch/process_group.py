@@ -12,6 +12,7 @@ in point_to_point.py, the sparse all_reduce in sparse.py: the group derives from
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from threading import get_ident
 from typing import Any, Optional
 
@@ -87,8 +88,8 @@ class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):  # type: ignore[
         op = op_name(opts.reduceOp) if opts is not None else "sum"
         t = tensors[0] if len(tensors) == 1 else one(tensors, "all_reduce")
         if t.layout is not torch.strided:  # sparse: gathered and summed, on this thread
-            self._check_thread()
-            return Done([sparse.all_reduce(self._comm, t, op)])
+            with self._calling():
+                return Done([sparse.all_reduce(self._comm, t, op)])
         a = as_array(t)
         if opts is not None and not opts.asyncOp and get_ident() == self._owner:
             self._comm.all_reduce(a, op=op, out=a)  # a user's loop: _issue's path, inlined
@@ -177,7 +178,7 @@ class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):  # type: ignore[
             return t if typed else t.view(torch.uint8)
 
         send = torch.cat([flat(t) for t in inputs]) if inputs else torch.empty(0)
-        gathered = torch.empty((self.size(), send.numel()), dtype=send.dtype)
+        gathered = torch.empty((self.size(), send.numel()), dtype=send.dtype, device=send.device)
 
         def copy_out():
             for outputs, row in zip(output_lists, gathered):
@@ -202,11 +203,11 @@ class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):  # type: ignore[
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def barrier(self, opts=None):
-        self._check_thread()
-        try:
-            self._comm.barrier()  # queued after the async calls before it, like any collective
-        except dpcore.CommError as e:
-            raise torch_worded(e) from None
+        with self._calling():
+            try:
+                self._comm.barrier()  # queued after the async calls before it, as any collective
+            except dpcore.CommError as e:
+                raise torch_worded(e) from None
         return Done([])
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -214,32 +215,38 @@ class ProcessGroup(Exchanges, PointToPoint, dist.ProcessGroup):  # type: ignore[
     def _issue(self, opts, value, calls, then=None):
         """Run `calls` (each takes async_op) as torch asked; `value` is what the Work's future
         holds; `then` runs once the calls are done (copies into place)."""
-        self._check_thread()
-        if opts is not None and not opts.asyncOp:
-            for call in calls:
-                call(False)
-            if then is not None:
-                then()
-            return Done(value)
-        jobs = [call(True) for call in calls]
-        return self._completer_thread().track(Pending(jobs, value, then))
+        with self._calling():
+            if opts is not None and not opts.asyncOp:
+                for call in calls:
+                    call(False)
+                if then is not None:
+                    then()
+                return Done(value)
+            jobs = [call(True) for call in calls]
+            return self._completer_thread().track(Pending(jobs, value, then))
 
     def _completer_thread(self):
         if self._completer is None:
             self._completer = Completer(f"dpcore-completion-{self._group_name or 'group'}")
         return self._completer
 
-    def _check_thread(self):
-        """dpcore pairs collectives by their order on each rank; two threads issuing them would
-        order them differently on different ranks and mix their data. So, as dpcore's own
-        communicators, a group takes calls only from the thread that created it."""
-        if get_ident() != self._owner:
-            me = threading.current_thread()
-            raise RuntimeError(
-                f"dpcore: process group {self._group_name!r} was created on thread "
-                f"{self._owner_name!r} and takes collectives only from it; this call came from "
-                f"{me.name!r} (a future's .then() callback runs on dpcore's completion thread: "
-                f"issue collectives from the thread that made the group)")
+    def _calling(self):
+        """The context a call runs in on this thread. dpcore pairs collectives by their order
+        on each rank; two threads issuing them would order them differently on different ranks
+        and mix their data. So, as dpcore's own communicators, a group takes calls from the
+        thread that created it, and from a thread inside a backward pass while that thread
+        waits in backward(): torch's autograd runs a CUDA backward, and so DDP's hooks, on a
+        thread of its own (a CPU backward runs on backward()'s caller)."""
+        if get_ident() == self._owner:
+            return nullcontext()
+        if torch._C._current_graph_task_id() != -1:
+            return self._comm.lent_to_this_thread()
+        me = threading.current_thread()
+        raise RuntimeError(
+            f"dpcore: process group {self._group_name!r} was created on thread "
+            f"{self._owner_name!r} and takes collectives only from it (and from autograd's "
+            f"backward); this call came from {me.name!r} (a future's .then() callback runs on "
+            f"dpcore's completion thread: issue collectives from the thread that made the group)")
 
 
 def torch_worded(error):

@@ -22,6 +22,9 @@ def all_reduce(comm, t, op):
     if t.layout is not torch.sparse_coo:
         raise TypeError(f"dpcore: {t.layout} tensors are not supported, only dense and "
                         f"sparse COO ones")
+    if not t.is_cpu:
+        raise ValueError(f"dpcore: sparse all_reduce takes CPU tensors (as gloo's); this one is "
+                         f"on {t.device}")
     own = t.detach().coalesce()
     indices, values = own.indices().contiguous(), own.values().contiguous()
     n = comm.size

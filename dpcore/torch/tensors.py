@@ -1,4 +1,6 @@
-"""CPU torch tensors as NumPy views of the same memory, and torch's ReduceOp as dpcore's op.
+"""torch tensors as dpcore's arrays, and torch's ReduceOp as dpcore's op: a CPU tensor as a NumPy
+view of the same memory, a CUDA tensor as itself (dpcore's device path reads its
+__cuda_array_interface__ and orders the call on torch's current stream of its device).
 
 `Tensor.numpy()` is a few times cheaper than `numpy.from_dlpack` (about 2 us against 7 here),
 and a 4-byte all_reduce is mostly such fixed costs, so the backend makes the NumPy views itself
@@ -31,15 +33,18 @@ def op_name(reduce_op):
 
 
 def as_array(t):
-    """A NumPy view of CPU tensor t (no copy), in t's dtype, for a reduction."""
+    """A view of tensor t (no copy), in t's dtype, for a reduction: NumPy's of a CPU tensor, the
+    tensor itself on CUDA (whose dtypes the device path checks)."""
     if not t.requires_grad:
-        try:  # refuses what the checks below name: another device, a sparse tensor, bfloat16
+        try:  # refuses what the checks below name: CUDA, a sparse tensor, bfloat16
             return t.numpy()
         except (TypeError, RuntimeError):
             pass
-    _check_cpu(t)
+    _check_device(t)
     if t.requires_grad:
         t = t.detach()
+    if t.is_cuda:
+        return t
     if t.dtype is torch.bfloat16:
         bfloat16 = bfloat16_dtype()
         if bfloat16 is None:
@@ -55,19 +60,23 @@ def as_array(t):
 
 
 def as_moved(t, what="tensor"):
-    """A 1-D NumPy view of contiguous CPU tensor t's memory (no copy), for a collective that
-    moves it: in t's dtype where dpcore has it, else as bytes (uint8)."""
-    _check_cpu(t)
+    """A 1-D view of contiguous tensor t's memory (no copy), for a collective that moves it: in
+    t's dtype where dpcore has it, else as bytes (uint8); NumPy's on the CPU, torch's on CUDA."""
+    _check_device(t)
     if not t.is_contiguous():
         raise ValueError(f"dpcore: {what} must be contiguous (call .contiguous() first)")
     if t.requires_grad:
         t = t.detach()
     flat = t.view(-1)
-    if flat.dtype in _MOVED_TYPED:
-        return flat.numpy()
-    if flat.dtype is torch.bfloat16 and bfloat16_dtype() is not None:
+    typed = flat.dtype in _MOVED_TYPED or (flat.dtype is torch.bfloat16
+                                           and bfloat16_dtype() is not None)
+    if flat.is_cuda:
+        return flat if typed else flat.view(torch.uint8)
+    if not typed:
+        return flat.view(torch.uint8).numpy()
+    if flat.dtype is torch.bfloat16:
         return flat.view(torch.int16).numpy().view(bfloat16_dtype())
-    return flat.view(torch.uint8).numpy()
+    return flat.numpy()
 
 
 # The dtypes that torch and dpcore share (bfloat16 aside: its NumPy dtype is ml_dtypes').
@@ -76,15 +85,16 @@ _MOVED_TYPED = (torch.float16, torch.float32, torch.float64, torch.int8, torch.u
                 torch.uint16, torch.complex64)
 
 
-def _check_cpu(t):
-    if not t.is_cpu:
-        raise ValueError(f"dpcore: the torch backend takes CPU tensors; this one is on {t.device}")
+def _check_device(t):
+    if not (t.is_cpu or t.is_cuda):
+        raise ValueError(f"dpcore: the torch backend takes CPU and CUDA tensors; this one is on "
+                         f"{t.device}")
     if t.layout is not torch.strided:
         raise TypeError(f"dpcore: {t.layout} tensors are not supported, only dense ones")
 
 
 def one(tensors, what):
-    """The single tensor of a list that torch passes per device (one device: the CPU)."""
+    """The single tensor of a list that torch passes per device (a group has one device)."""
     if len(tensors) != 1:
         raise ValueError(f"dpcore: {what} takes one tensor per call, got {len(tensors)}")
     return tensors[0]

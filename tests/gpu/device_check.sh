@@ -17,6 +17,10 @@
 #   bench         all_reduce from 8 B to 1 GiB beside the device's copy floor, and one size that
 #                 is no multiple of 16 elements
 #   trainer       the trainer's equivalence on CuPy
+#   torch-cuda    the torch backend on CUDA tensors (float16, bfloat16, float32; a side stream;
+#                 DDP, whose hooks run on autograd's thread) against gloo, bit for bit
+#   peer-killed   rank 1 SIGKILLed in ring all_reduces on CuPy arrays: rank 0 gets a CommError
+#                 naming it, within seconds
 # The GPU's name, driver, compute mode and MIG mode are recorded first. Logs go into one file,
 # $OUT/device_check.log (and the bench's JSON beside it): at most 8 files come back.
 #
@@ -121,7 +125,7 @@ gate "a dpcore build with CUDA that finds the GPU" python3 -c \
 
 scripts=tests/scripts
 cupy="env DEVICE=cupy python3 -m mpi4py"
-step gpu-tests 20 90 python3 -m pytest -q -p no:cacheprovider tests/gpu
+step gpu-tests 20 90 python3 -m pytest -q -p no:cacheprovider tests/gpu -k "not torch"
 step collectives-2 30 150 mpiexec -n 2 $cupy $scripts/device_collectives.py all
 step direct-2 20 90 mpiexec -n 2 $cupy $scripts/device_direct.py
 step collectives-4 30 120 mpiexec -n 4 $cupy $scripts/device_collectives.py few
@@ -133,5 +137,16 @@ step bench-unaligned 10 45 mpiexec -n 2 python3 -m dpcore.bench all_reduce -d fl
   -b 100000006 -e 100000006 --device cuda
 step trainer 30 120 python3 -m pytest -q -p no:cacheprovider tests/test_ddp.py \
   tests/test_zero.py -k cupy
+step torch-cuda 30 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_torch_cuda.py
+peer_killed() {  # the survivor's line: "rank 0: error SECONDS | CommError: ... rank 1 ..."
+  local marks
+  marks=$(mktemp -d)
+  mpiexec -disable-auto-cleanup -n 2 env DEVICE=cupy python3 $scripts/as_child.py python3 \
+    $scripts/peer_dies.py kill during "$marks" 2>&1 | tee "$marks/out"
+  grep -q "^rank 0: error .*rank 1" "$marks/out"
+}
+export -f peer_killed
+export scripts
+step peer-killed 20 60 bash -c peer_killed
 [ "$gpus" -ge 2 ] || say "one GPU: the ranks above share it"
 finish

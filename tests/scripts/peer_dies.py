@@ -11,7 +11,8 @@ Usage: mpiexec -disable-auto-cleanup -n K python as_child.py python peer_dies.py
           close:     comm.close(), then the process lives on (sleeps) until the others are done
   WHEN  = waiting:   the others wait in all_reduce #3, which rank 1 never calls
           during:    rank 1 dies while three large ring all_reduces of its own are in flight
-  DPCORE_CUDA_EMULATION=1 runs the collectives on (emulated) CUDA arrays: the device transport.
+  DPCORE_CUDA_EMULATION=1 runs the collectives on (emulated) CUDA arrays: the device transport;
+  DEVICE=cupy on CuPy arrays, on a GPU.
   DIR   = a directory for the marks (fault_kit.Marks): 'fault' (the time rank 1 died), 'done.R'.
   COLL  = all_reduce (the default) or reduce: the collective of calls #3 on.
 
@@ -43,7 +44,10 @@ if rank != VICTIM:
 
 comm = dpcore.init()
 x = np.ones(1 << 20, np.float32)  # 4 MiB: many ring segments
-if os.environ.get("DPCORE_CUDA_EMULATION") == "1":  # on the device transport
+if os.environ.get("DEVICE") == "cupy":  # on a GPU (tests/gpu/device_check.sh)
+    import cupy
+    x = cupy.asarray(x)
+elif os.environ.get("DPCORE_CUDA_EMULATION") == "1":  # on the device transport
     from dpcore import emulated
     x = emulated.asarray(x)
 comm.all_reduce(x[:100])                 # 1

@@ -27,7 +27,7 @@ check.true(dist.group.WORLD.communicator.rank == rank, "dpcore's rank is torch's
 
 for part in (coll.check_all_reduce, coll.check_unsigned, coll.check_moves,
              coll.check_reduce_scatter, coll.check_coalesced, coll.check_groups, coll.check_objects,
-             coll.check_refusals, exch.check_sparse, exch.check_all_gather_coalesced,
+             coll.check_refusals, coll.check_backward_thread, exch.check_sparse, exch.check_all_gather_coalesced,
              exch.check_reduce, exch.check_gather_scatter, exch.check_all_to_all,
              exch.check_p2p, train.check_ddp, train.check_fsdp):
     began = time.perf_counter()

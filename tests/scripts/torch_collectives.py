@@ -206,6 +206,25 @@ def check_refusals(check, rank, size, gloo):
     same(check, t, torch.full((4,), float(size)), "usable after the refusals")
 
 
+def check_backward_thread(check, rank, size, gloo):
+    """A call from a thread inside a backward pass is taken while the owner waits for it: torch's
+    autograd runs a CUDA backward, and DDP's hooks in it, on a thread of its own. A CPU backward
+    on a second thread stands in for it here (the hook sums the gradient over the ranks)."""
+    w = torch.ones(4, requires_grad=True)
+    w.register_hook(lambda g: dist.all_reduce(g) or g)
+    caught = []
+    thread = threading.Thread(target=lambda: _try(lambda: (w * (rank + 1)).sum().backward(),
+                                                  caught))
+    thread.start()
+    thread.join()
+    check.true(not caught, f"a hook's all_reduce on backward's thread is taken: {caught}")
+    same(check, w.grad, torch.full((4,), float(size * (size + 1) // 2)),
+         "the hook's sum over the ranks")
+    t = torch.ones(4)
+    dist.all_reduce(t)  # the owner's again, after the backward
+    same(check, t, torch.full((4,), float(size)), "the owner's call after the backward")
+
+
 def _try(call, caught):
     try:
         call()
