@@ -31,26 +31,28 @@ class Exchanges(Calls):
                async_op: bool = False) -> Any:
         """Every rank's shard s (read flat), concatenated in rank order, on the root: a new 1-D
         array, or out (which may hold the root's shard at its place: in place). Shards may
-        differ in length; every rank learns them first (a header-only collective). Other ranks
-        return None, and their out must be None."""
+        differ in length; a root that passes no out learns them first (a header-only round,
+        which the other ranks' gather meets). Other ranks return None, and their out must be
+        None."""
         path, a, wrap = self._view(s, "shard")
         dtype = dtype_code(a.dtype)
         path.check(a, "shard")
         root = root_rank(root, self.size, "gather")
         code = choose(algo, "gather", a.nbytes, path.rules)
-        if self.rank != root and out is not None:
-            raise ValueError(f"dpcore: gather's out is the root's (rank {root}); rank "
-                             f"{self.rank} passes out=None")
-        if self.rank == root and out is not None:
-            out_a = self._gather_out(path, a, out)
-        self._checked_backend()  # raises once closed
-        self._in_flight.reap()
-        total = sum(path.exchange_counts(dtype, a.size, a))
         if self.rank != root:
+            if out is not None:
+                raise ValueError(f"dpcore: gather's out is the root's (rank {root}); rank "
+                                 f"{self.rank} passes out=None")
             return self._launch(path, GATHER, dtype, 0, root, code, a, a, a.size, 0, None,
                                 async_op)
+        # with out, the shards' lengths come in the gather's own headers; without, before it
         if out is None:
+            self._checked_backend()  # raises once closed
+            self._in_flight.reap()
+            total = sum(path.exchange_counts(GATHER, root, dtype, a.size, a))
             out_a, out = path.empty(a, (total,), wrap)
+        else:
+            out_a = self._gather_out(path, a, out)
         # an out of another size: refused by every rank alike (csrc/core/call.h)
         return self._launch(path, GATHER, dtype, 0, root, code, a, out_a, a.size, out_a.size,
                             out, async_op)
