@@ -136,7 +136,10 @@ class Collectives {
     transport_.begin(call_);
     try {
       std::vector<CollHeader> headers = runOne(task, moveData);
-      span.describe(headers[0].chosen, static_cast<int>(task.dtype), static_cast<int>(task.op));
+      // a round of lengths is logged as one, also where a non-root's gather met it
+      const int32_t ran = countsOnly(headers, task.root) ? static_cast<int32_t>(Algo::kCountsOnly)
+                                                         : headers[0].chosen;
+      span.describe(ran, static_cast<int>(task.dtype), static_cast<int>(task.op));
       return headers;
     } catch (const Refused&) {  // every rank refused it alike, before any data moved
       throw;
