@@ -124,8 +124,9 @@ void bindBackends(py::module_& m) {
             return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total,
                                      splits));
           }, DP_CALL_ARGS)
-      .def("exchange_counts", [](Backend& b, int dtype, size_t mine) {
-            return b.exchangeCounts(static_cast<DType>(dtype), mine);
+      .def("exchange_counts", [](Backend& b, int coll, int root, int dtype, size_t mine) {
+            return b.exchangeCounts(static_cast<Coll>(coll), root, static_cast<DType>(dtype),
+                                    mine);
           }, py::call_guard<py::gil_scoped_release>())
       .def("drain", &Backend::drain, py::call_guard<py::gil_scoped_release>())
       .def("leave", &Backend::leave, py::arg("why"), py::call_guard<py::gil_scoped_release>())

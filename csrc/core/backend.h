@@ -34,7 +34,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual void run(const Task& task) = 0;                   // blocking
   virtual std::shared_ptr<Job> submit(const Task& task) = 0;  // async
-  virtual std::vector<size_t> exchangeCounts(DType dtype, size_t mine) = 0;
+  // Every rank's count in a round of headers alone: all_gather's shards, or gather's on its root.
+  virtual std::vector<size_t> exchangeCounts(Coll coll, int root, DType dtype, size_t mine) = 0;
   virtual void drain() = 0;  // until every queued collective is done
   // After the queued collectives: this rank makes no more calls (why: "closed its
   // communicator"); peers waiting for one fail at once with why, instead of at their timeout.
@@ -68,10 +69,17 @@ class Queued : public Backend {
   std::shared_ptr<Job> submit(const Task& task) override {
     return worker_.submit([this, task = numberOf(task)] { engine_.run(task); });
   }
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine) override {
+  // gather's round takes the number of the gather that follows on its root, which the
+  // non-roots meet within their one call (Collectives::run): the ranks' numbers stay alike.
+  std::vector<size_t> exchangeCounts(Coll coll, int root, DType dtype, size_t mine) override {
+    Task task;
+    task.coll = coll;
+    task.root = root;
+    task.dtype = dtype;
+    task.count = mine;
+    task.number = coll == Coll::kGather ? order_->upcoming() : order_->next();
     std::vector<size_t> counts;
-    const uint64_t number = order_->next();
-    worker_.runNow([&] { counts = engine_.exchangeCounts(dtype, mine, number); });
+    worker_.runNow([&] { counts = engine_.exchangeCounts(task); });
     return counts;
   }
   void drain() override { worker_.drain(); }

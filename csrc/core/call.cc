@@ -49,15 +49,24 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
   return h;
 }
 
+bool countsOnly(const std::vector<CollHeader>& headers, int root) {
+  return root >= 0 && static_cast<size_t>(root) < headers.size() &&
+         headers[root].algo == static_cast<int32_t>(Algo::kCountsOnly);
+}
+
 // Shards and outputs may differ by rank where shards do (all_gather, gather, scatter,
-// all_to_all); misfit and exchangeMisfit check that they fit together.
+// all_to_all); misfit and exchangeMisfit check that they fit together. A gather's algo may
+// differ where one side is its root's round of lengths (countsOnly), which every gather meets.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank) {
   const Coll coll = static_cast<Coll>(mine.coll);
   const bool gather = coll == Coll::kAllGather || isExchange(coll);
+  const int32_t counts = static_cast<int32_t>(Algo::kCountsOnly);
   for (size_t r = 0; r < headers.size(); ++r) {
     const CollHeader& h = headers[r];
+    const bool algoAlike = h.algo == mine.algo ||
+                           (coll == Coll::kGather && (h.algo == counts || mine.algo == counts));
     bool same = h.seq == mine.seq && h.coll == mine.coll && h.dtype == mine.dtype &&
-                h.op == mine.op && h.root == mine.root && h.algo == mine.algo &&
+                h.op == mine.op && h.root == mine.root && algoAlike &&
                 (gather || (h.count == mine.count && h.total == mine.total));
     if (!same) {
       return "mismatch: rank " + std::to_string(rank) + " called " + describe(mine) +
@@ -69,10 +78,7 @@ std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& m
 
 std::string misfit(const std::vector<CollHeader>& headers, std::vector<int>& culprits) {
   const CollHeader& first = headers[0];
-  if (first.coll != static_cast<int32_t>(Coll::kAllGather) ||
-      first.algo == static_cast<int32_t>(Algo::kCountsOnly)) {
-    return "";
-  }
+  if (first.coll != static_cast<int32_t>(Coll::kAllGather)) return "";
   uint64_t shardTotal = 0;
   for (const CollHeader& h : headers) shardTotal += h.count;
   std::string why;

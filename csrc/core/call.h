@@ -18,6 +18,11 @@ namespace dpcore {
 // This rank's header for `task`, the seq-th call; the transport adds its Meta (annotate).
 CollHeader headerOf(const Task& task, uint64_t seq);
 
+// Whether only the headers travel in this call (Algo::kCountsOnly): all_gather's round of shard
+// lengths, or gather's, made by a root that sizes its out (rank `root`'s header says so; the
+// non-roots meet it with their gather, which they then make again: Collectives::run).
+bool countsOnly(const std::vector<CollHeader>& headers, int root);
+
 // Every rank sees every header, so every rank finds a mismatch: "" if all agree, else why not.
 std::string mismatch(const std::vector<CollHeader>& headers, const CollHeader& mine, int rank);
 

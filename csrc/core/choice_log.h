@@ -26,7 +26,7 @@ class ChoiceLog {
   }
   // A collective of `bytes` in all ran `algo` on `dtype` (codes).
   void note(const char* coll, int dtype, int algo, uint64_t bytes) {
-    if (algo == static_cast<int>(Algo::kCountsOnly)) return;  // all_gather's shard lengths
+    if (algo == static_cast<int>(Algo::kCountsOnly)) return;  // (all_)gather's shard lengths
     const int sizeClass = bytes ? 63 - __builtin_clzll(bytes) : -1;  // [2^k, 2^(k+1)) bytes
     if (!seen_.emplace(coll, dtype, sizeClass, algo).second) return;
     std::string size = sizeClass < 0 ? std::string("0 B")

@@ -59,8 +59,15 @@ class Collectives {
       : transport_(std::forward<Args>(transportArgs)...), tune_(tune),
         timeout_(timeoutSeconds) {}
 
-  // Runs one collective; returns every rank's header (its call, as that rank made it).
-  std::vector<CollHeader> run(const Task& task) { return call(task, true); }
+  // Runs one collective; returns every rank's header (its call, as that rank made it). A gather
+  // whose root sizes its out meets the root's round of lengths first (exchangeCounts), and then
+  // the root's gather: two calls here, one for the caller.
+  std::vector<CollHeader> run(const Task& task) {
+    std::vector<CollHeader> headers = call(task, true);
+    const bool metCounts = task.coll == Coll::kGather && task.algo != Algo::kCountsOnly &&
+                           countsOnly(headers, task.root);
+    return metCounts ? call(task, true) : headers;
+  }
   // Matches the call without moving its data (the between-node all_reduce matches on the world,
   // then moves the data inside the nodes and across them).
   std::vector<CollHeader> match(const Task& task) { return call(task, false); }
@@ -77,14 +84,10 @@ class Collectives {
     transport_.validate(exchangeTask(task));
   }
 
-  // All ranks' all_gather shard sizes, through a header-only collective (number: Task's).
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number) {
-    Task task;
-    task.number = number;
-    task.coll = Coll::kAllGather;
-    task.dtype = dtype;
+  // Every rank's count in `task` (all_gather's shards; gather's, on its root), through a
+  // header-only collective: the task's coll, root, dtype, count and number, run as kCountsOnly.
+  std::vector<size_t> exchangeCounts(Task task) {
     task.algo = Algo::kCountsOnly;
-    task.count = mine;
     std::vector<size_t> counts;
     for (const CollHeader& h : run(task)) counts.push_back(h.count);
     return counts;
@@ -133,7 +136,10 @@ class Collectives {
     transport_.begin(call_);
     try {
       std::vector<CollHeader> headers = runOne(task, moveData);
-      span.describe(headers[0].chosen, static_cast<int>(task.dtype), static_cast<int>(task.op));
+      // a round of lengths is logged as one, also where a non-root's gather met it
+      const int32_t ran = countsOnly(headers, task.root) ? static_cast<int32_t>(Algo::kCountsOnly)
+                                                         : headers[0].chosen;
+      span.describe(ran, static_cast<int>(task.dtype), static_cast<int>(task.op));
       return headers;
     } catch (const Refused&) {  // every rank refused it alike, before any data moved
       throw;
@@ -167,6 +173,7 @@ class Collectives {
     std::vector<CollHeader> headers = transport_.exchange(sent, mine);
     const std::string wrong = mismatch(headers, mine, rank);
     if (!wrong.empty()) call_.fail(wrong);
+    if (task.coll == Coll::kBarrier || countsOnly(headers, task.root)) return headers;
     std::vector<int> culprits;
     const std::string refused = isExchange(task.coll) ? exchangeMisfit(task, headers, culprits)
                                                       : misfit(headers, culprits);
@@ -178,7 +185,6 @@ class Collectives {
     }
     const Algo algo = isExchange(task.coll) ? exchangeAlgo(headers)
                                             : static_cast<Algo>(headers[0].chosen);
-    if (task.coll == Coll::kBarrier || algo == Algo::kCountsOnly) return headers;
     ++algoCalls_[static_cast<int>(algo)];
     if (!moveData) return headers;
     offsets_.assign(1, 0);  // the all-gather's shards, from every rank's header

@@ -63,7 +63,6 @@ extern const void* src;
 extern void* dst;
 extern const void* const* inputs;
 extern size_t count;  // elements
-extern uint64_t number;  // a call's, Task::number
 extern size_t bytes;
 extern size_t offset;  // bytes into a peer's buffer
 extern int rank;
@@ -285,8 +284,7 @@ constexpr bool isTransport() {
 // -- Engine: what Queued<Engine> (core/backend.h) runs, in issue order -------------------------
 template <class E> using ValidateCall = decltype(a<const E>().validate(arg::task));
 template <class E> using Run = decltype(a<E>().run(arg::task));
-template <class E>
-using ExchangeCounts = decltype(a<E>().exchangeCounts(arg::dtype, arg::count, arg::number));
+template <class E> using ExchangeCounts = decltype(a<E>().exchangeCounts(arg::task));
 template <class E> using Sequence = decltype(a<const E>().sequence());
 template <class E> using AlgoCalls = decltype(a<const E>().algoCalls());
 template <class E> using TracerOf = decltype(a<E>().tracer());
@@ -298,8 +296,8 @@ constexpr bool isEngine() {
   static_assert(has<ValidateCall, E>, "Engine: validate(const Task&) const: refuse bad input "
                                       "this rank alone sees, before the call is numbered");
   static_assert(gives<ExchangeCounts, E, std::vector<size_t>>(),
-                "Engine: std::vector<size_t> exchangeCounts(DType, size_t mine, uint64_t number): "
-                "every rank's all_gather shard");
+                "Engine: std::vector<size_t> exchangeCounts(const Task&): every rank's count "
+                "in the task's collective, its headers alone");
   static_assert(has<Leave, E>, "Engine: leave(const std::string& why): as Transport's");
   static_assert(has<PassOn, E>, "Engine: passOn(const std::string& news): as Transport's, and "
                                 "refuse every later call");

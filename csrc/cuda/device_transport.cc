@@ -137,7 +137,10 @@ void DeviceTransport::begin(const CallContext& call) {
 }
 
 std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHeader& mine) {
-  const bool moves = task.coll != Coll::kBarrier && task.algo != Algo::kCountsOnly;
+  // a gather that met its root's round of lengths is made again (Collectives::run): its
+  // mark is followed already
+  const bool moves = task.coll != Coll::kBarrier && task.algo != Algo::kCountsOnly &&
+                     task.ready != followed_;
   if (moves) {
     // direct: the peers' kernels read this rank's buffers as soon as they have its header, and
     // nothing orders their streams after ours, so the caller's work on them must have ended
@@ -148,6 +151,7 @@ std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHe
     }
     // our kernels read the caller's buffers only after the work queued before the call
     device_->follow(task.ready);
+    followed_ = task.ready;
   }
   control_.openExchange();  // from here our one-shot slot of this parity is free
   if (task.algo == Algo::kOneShot && size() > 1 && publishesPayload(task, rank()) &&

@@ -139,6 +139,7 @@ class DeviceTransport {
   std::map<uint32_t, Region> regions_;
   std::map<uint32_t, char*> unmapped_;  // this rank's buffer of each region unmapped, to free
   const CallContext* call_ = nullptr;
+  uint64_t followed_ = 0;  // the last caller's mark our work follows (Task::ready)
   ShmTransport* host_ = nullptr;  // pairWithHost
   DeviceCounts counts_;
 };

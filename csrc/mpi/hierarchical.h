@@ -37,9 +37,9 @@ class Hierarchical {
 
   std::vector<CollHeader> run(const Task& task);
   void validate(const Task& task) const { world_.validate(task); }
-  std::vector<size_t> exchangeCounts(DType dtype, size_t mine, uint64_t number) {
+  std::vector<size_t> exchangeCounts(const Task& task) {
     broken_.check();
-    return world_.exchangeCounts(dtype, mine, number);
+    return world_.exchangeCounts(task);
   }
   uint64_t sequence() const { return world_.sequence(); }
   std::vector<uint64_t> algoCalls() const { return world_.algoCalls(); }

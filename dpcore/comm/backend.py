@@ -41,8 +41,9 @@ class Backend(Protocol):
         """The same, async: it runs in issue order on a background thread. The caller keeps
         both arrays alive until the Job is done."""
 
-    def exchange_counts(self, dtype: int, mine: int) -> List[int]:
-        """Every rank's all_gather shard length (a collective: only headers travel)."""
+    def exchange_counts(self, coll: int, root: int, dtype: int, mine: int) -> List[int]:
+        """Every rank's shard length for an all_gather, or for a gather on its root that sizes
+        its out (a collective: only headers travel; the non-roots' gather meets it)."""
 
     def drain(self) -> None:
         """Wait until every queued collective is done."""

@@ -233,7 +233,7 @@ class Communicator(Exchanges, PointToPointCalls):
         if out is None:
             self._checked_backend()  # raises once closed
             self._in_flight.reap()
-            total = sum(path.exchange_counts(dtype, a.size, a))
+            total = sum(path.exchange_counts(ALL_GATHER, 0, dtype, a.size, a))
             out_a, result = path.empty(a, (total,), wrap)
         else:
             out_a, result = path.out_view(out, "out"), out

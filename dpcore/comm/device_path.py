@@ -10,7 +10,7 @@ import time
 import weakref
 
 from ..collectives import MOVING
-from ..dtypes import ALGORITHMS, ALL_GATHER
+from ..dtypes import ALGORITHMS
 from ..setup import device_transport
 from ..setup.segments import agreed_request
 from .choice import RING, Rules
@@ -79,8 +79,8 @@ class DevicePath:
                                                       _ptr(out), count, total, stream_of(x),
                                                       splits)
 
-    def exchange_counts(self, dtype, count, view):
-        return self._connected(view, ALL_GATHER).exchange_counts(dtype, count)
+    def exchange_counts(self, coll, root, dtype, count, view):
+        return self._connected(view, coll).exchange_counts(coll, root, dtype, count)
 
     def algo_calls(self):
         return self._backend.algo_calls() if self._backend is not None else [0] * len(ALGORITHMS)

@@ -8,9 +8,10 @@ from typing import Any, Literal, Optional, Sequence, overload
 import numpy as np
 
 from ..arrays import A
-from ..dtypes import ALL_TO_ALL, GATHER, SCATTER, dtype_code
+from .. import _C
+from ..dtypes import ALL_TO_ALL, DTYPES, GATHER, SCATTER, dtype_code
 from .calls import Calls
-from .choice import choose, root_rank
+from .choice import AUTO, choose, root_rank
 from .path import Path, View
 from .splits import even, row
 from .splits import matrix as exchanged_splits
@@ -31,26 +32,35 @@ class Exchanges(Calls):
                async_op: bool = False) -> Any:
         """Every rank's shard s (read flat), concatenated in rank order, on the root: a new 1-D
         array, or out (which may hold the root's shard at its place: in place). Shards may
-        differ in length; every rank learns them first (a header-only collective). Other ranks
-        return None, and their out must be None."""
+        differ in length; a root that passes no out learns them first (a header-only round,
+        which the other ranks' gather meets). Other ranks return None, and their out must be
+        None."""
+        if algo == "auto" and type(root) is int and 0 <= root < self.size:
+            # a user's loop, checked in one step, as all_reduce's: out on the root alone
+            dtype = _plain(s, out) if (out is None) == (self.rank != root) else None
+            if dtype is not None:
+                return self._launch(self._host, GATHER, dtype, 0, root, AUTO, s,
+                                    s if out is None else out, s.size,
+                                    0 if out is None else out.size, out, async_op)
         path, a, wrap = self._view(s, "shard")
         dtype = dtype_code(a.dtype)
         path.check(a, "shard")
         root = root_rank(root, self.size, "gather")
         code = choose(algo, "gather", a.nbytes, path.rules)
-        if self.rank != root and out is not None:
-            raise ValueError(f"dpcore: gather's out is the root's (rank {root}); rank "
-                             f"{self.rank} passes out=None")
-        if self.rank == root and out is not None:
-            out_a = self._gather_out(path, a, out)
-        self._checked_backend()  # raises once closed
-        self._in_flight.reap()
-        total = sum(path.exchange_counts(dtype, a.size, a))
         if self.rank != root:
+            if out is not None:
+                raise ValueError(f"dpcore: gather's out is the root's (rank {root}); rank "
+                                 f"{self.rank} passes out=None")
             return self._launch(path, GATHER, dtype, 0, root, code, a, a, a.size, 0, None,
                                 async_op)
+        # with out, the shards' lengths come in the gather's own headers; without, before it
         if out is None:
+            self._checked_backend()  # raises once closed
+            self._in_flight.reap()
+            total = sum(path.exchange_counts(GATHER, root, dtype, a.size, a))
             out_a, out = path.empty(a, (total,), wrap)
+        else:
+            out_a = self._gather_out(path, a, out)
         # an out of another size: refused by every rank alike (csrc/core/call.h)
         return self._launch(path, GATHER, dtype, 0, root, code, a, out_a, a.size, out_a.size,
                             out, async_op)
@@ -78,6 +88,13 @@ class Exchanges(Calls):
         """This rank's shard of root's x (read flat) into out, in place; returns out. x is the
         root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
         rank order (shards may differ in length)."""
+        if algo == "auto" and type(root) is int and 0 <= root < self.size:
+            # a user's loop, checked in one step, as all_reduce's: x on the root alone
+            dtype = _plain(out) if x is None else _plain(x, out)
+            if dtype is not None and (x is None) == (self.rank != root) and out.flags.writeable:
+                return self._launch(self._host, SCATTER, dtype, 0, root, AUTO,
+                                    out if x is None else x, out,
+                                    0 if x is None else x.size, out.size, out, async_op)
         path, o, _ = self._view(out, "out")
         root = root_rank(root, self.size, "scatter")
         if self.rank != root:
@@ -137,3 +154,18 @@ class Exchanges(Calls):
             out_a, result = path.empty(a, shape, wrap)
         return self._launch(path, ALL_TO_ALL, dtype, 0, 0, code, a, out_a, a.size, out_a.size,
                             result, async_op, matrix)
+
+
+
+def _plain(x: Any, out: Any = None) -> Optional[int]:
+    """x's dtype code where x is a C-contiguous NumPy array, and out (unless None) one of the
+    same dtype, writable and apart from x: what a user's loop passes, checked in one step; None
+    sends the call to the full checks, which say what is wrong (or accept what this does not
+    know: other array types, in place)."""
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    if out is not None and (type(out) is not np.ndarray or out.dtype is not x.dtype
+                            or not (out.flags.c_contiguous and out.flags.writeable)
+                            or _C.overlap(x, out) is not None):
+        return None
+    return DTYPES.get(x.dtype)

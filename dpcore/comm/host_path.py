@@ -25,8 +25,8 @@ class HostPath:
                                                           rank, transport),
                            AUTO if direct else RING, one_shot_bytes, no_direct)
 
-    def exchange_counts(self, dtype, count, shard):
-        return self._exchange_counts(dtype, count)
+    def exchange_counts(self, coll, root, dtype, count, shard):
+        return self._exchange_counts(coll, root, dtype, count)
 
     @staticmethod
     def view(x, what):

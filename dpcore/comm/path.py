@@ -43,8 +43,9 @@ class Path(Protocol):
                count: int, total: int, splits: int = 0) -> Job:
         """The checked call, queued in issue order; the caller keeps a and out alive."""
 
-    def exchange_counts(self, dtype: int, count: int, shard: View) -> List[int]:
-        """Every rank's all_gather shard length (a collective of headers only)."""
+    def exchange_counts(self, coll: int, root: int, dtype: int, count: int,
+                        shard: View) -> List[int]:
+        """Every rank's shard length (a collective of headers only; Backend.exchange_counts)."""
 
     def algo_calls(self) -> List[int]:
         """Collectives run per algorithm code on this path."""

@@ -103,6 +103,36 @@ for dtype in dtypes:
                                        async_op=True)
                 check.equal(work.wait(), want, f"all_to_all async {label}")
 
+
+def rounds(call, label):
+    """Checks the rounds of headers (the transport's calls) call() makes on this rank; its
+    result, waited for where it is a Work."""
+    before = comm._backend.sequence
+    got = call()
+    got = got.wait() if isinstance(got, dpcore.Work) else got
+    made = comm._backend.sequence - before
+    want = 2 if label.startswith("gather sizing") else 1
+    check.true(made == want, f"{label}: {made} rounds of headers, expected {want}")
+    return got
+
+
+# A gather whose root passes out, and a scatter, are one round on every rank: the shards'
+# lengths come in the call's own headers. A gather whose root sizes its out learns them first,
+# which the other ranks' gather meets, blocking or async: two rounds on every rank.
+shard, last = np.full(rank + 1, rank, np.float32), size - 1
+whole = np.repeat(np.arange(size, dtype=np.float32), np.arange(1, size + 1))
+out = np.empty(whole.size, np.float32) if rank == last else None
+rounds(lambda: comm.gather(shard, root=last, out=out), "gather(out=)")
+if rank == last:
+    check.equal(out, whole, "gather(out=) in one round")
+got = rounds(lambda: comm.scatter(whole if rank == last else None,
+                                  np.empty(rank + 1, np.float32), root=last), "scatter")
+check.equal(got, shard, "scatter in one round")
+for async_op in (False, True):
+    label = f"gather sizing its out, async={async_op}"
+    got = rounds(lambda: comm.gather(shard, root=0, async_op=async_op and rank != 0), label)
+    check.true(np.array_equal(got, whole) if rank == 0 else got is None, label)
+
 # N-D input: x read flat, and out in x's shape with equal splits
 x = np.arange(size * 6, dtype=np.float32).reshape(size, 2, 3) + 100 * rank
 want = np.stack([np.arange(rank * 6, rank * 6 + 6, dtype=np.float32) + 100 * p

@@ -48,6 +48,9 @@ KINDS = {
                           lambda c: c.reduce_scatter(np.ones(9, f32), op="min" if odd else "sum")),
     "reduce_scatter dtype": ("reduce_scatter", "reduce_scatter",
                              lambda c: c.reduce_scatter(np.ones(8, f32 if odd else np.float64))),
+    # rank 0, the root, learns the shards' lengths first; the others' gather meets that round
+    "gather dtype": ("gather", "gather",
+                     lambda c: c.gather(np.ones(3, f32 if odd else np.float64), root=0)),
     "async count": ("all_reduce", "all_reduce",
                     lambda c: c.all_reduce(np.ones(5 + odd, f32), async_op=True).wait(30)),
 }

@@ -42,7 +42,7 @@ constexpr int kNumColls = 9;
 
 // kAuto: the ring or direct, whichever rank 0 picks (core/tuner.h); dpcore/cost/auto.py has
 // already sent small calls to kOneShot. kCountsOnly: only the headers travel (all_gather without
-// out= learns the shard sizes first).
+// out= learns the shard sizes first, and so does a gather's root without out=: core/call.h).
 enum class Algo : int32_t { kOneShot = 0, kRing = 1, kCountsOnly = 2, kDirect = 3, kAuto = 4 };
 constexpr int kNumAlgos = 5;
 
