@@ -156,7 +156,6 @@ class Exchanges(Calls):
                             result, async_op, matrix)
 
 
-
 def _plain(x: Any, out: Any = None) -> Optional[int]:
     """x's dtype code where x is a C-contiguous NumPy array, and out (unless None) one of the
     same dtype, writable and apart from x: what a user's loop passes, checked in one step; None
