@@ -12,7 +12,7 @@
 //
 // Device memory per rank, one allocation: its FIFO (fifoSlots slots of slotBytes, filled by the
 // previous rank's kernels) and two one-shot slots (the call's parity), 16 bytes of headroom each
-// so data can sit at its user buffer's offset modulo 16 and move in 16-byte packs. And regions:
+// so data can sit at its offset modulo 16 in the user's buffer and move in 16-byte packs. And regions:
 // comm.alloc(device="cuda") buffers, one per rank, that every peer maps once; direct reads
 // the peers' data straight out of them, one kernel per step.
 #pragma once

@@ -14,13 +14,17 @@ from checks import say
 from dpcore import emulated
 
 comm = dpcore.init()
-# 1 MiB of float32; one element more; a prime count; one 4 KiB chunk per rank
-for count in [1 << 18, (1 << 18) + 1, 1000003, 1024 * comm.size]:
-    x = emulated.asarray(np.ones(count, np.float32))
+# float32: 1 MiB; one element more (odd); a prime count; one 4 KiB chunk per rank.
+# float16: a prime count; an even count that is not a multiple of 16 elements.
+cases = [(np.float32, count) for count in [1 << 18, (1 << 18) + 1, 1000003, 1024 * comm.size]]
+cases += [(np.float16, count) for count in [1000003, (1 << 19) + 24]]
+for dtype, count in cases:
+    x = emulated.asarray(np.ones(count, dtype))
     before = comm.device_counts() or {}
     comm.all_reduce(x, algo="ring")
     after = comm.device_counts()
     say(comm.rank, "counts " + json.dumps(
-        {"count": count, **{k: v - before.get(k, 0) for k, v in after.items()}}))
+        {"count": count, "itemsize": np.dtype(dtype).itemsize,
+         **{k: v - before.get(k, 0) for k, v in after.items()}}))
 comm.close()
 say(comm.rank, "ok")
