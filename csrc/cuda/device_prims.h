@@ -122,7 +122,7 @@ class DevicePayloads {
   // all inputs in one kernel, rounding once at the end, as host/reduce.h's reduceMany
   void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
                   size_t count, int divisor) {
-    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, false);
+    t_.reduce(dtype, op, inputs, numInputs, &out, 1, count, divisor, false);
   }
   void copy(void* dst, const void* src, size_t bytes) { t_.copy(dst, src, bytes); }
 
@@ -147,17 +147,20 @@ class DevicePeerMemory {
   void readInput(int peer, size_t offset, void* dst, size_t bytes, bool) {
     t_.copy(dst, input(peer, offset), bytes);
   }
-  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+  void* output(int peer, size_t offset) const {
     const ShmMeta m = headers_[peer].meta<ShmMeta>();
-    t_.copy(dst, t_.peerAddress(peer, m.outRegion, m.outAddr + offset), bytes);
+    return const_cast<char*>(t_.peerAddress(peer, m.outRegion, m.outAddr + offset));
+  }
+  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+    t_.copy(dst, output(peer, offset), bytes);
   }
   void copyToOutput(void* dst, const void* src, size_t bytes, bool) { t_.copy(dst, src, bytes); }
   static bool streams(size_t) { return false; }
   // as a chain of two-input reductions (the ring's bits): the sources in order, rounding after
-  // every op
+  // every op; the result written to every output
   void reduceInOrder(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
-                     void* out, size_t count, int divisor) {
-    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, true);
+                     void* const* outputs, int numOutputs, size_t count, int divisor) {
+    t_.reduce(dtype, op, inputs, numInputs, outputs, numOutputs, count, divisor, true);
   }
   void signal(DirectStage stage) { t_.control().signal(stage); }
   void waitAll(DirectStage stage) { t_.control().waitAll(stage); }

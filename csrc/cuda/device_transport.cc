@@ -180,12 +180,13 @@ char* DeviceTransport::oneShotSlot(int r) const {
 }
 
 void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
-                             void* out, size_t count, int divisor, bool roundEach) {
+                             void* const* outputs, int numOutputs, size_t count, int divisor,
+                             bool roundEach) {
   ReduceCopyArgs args;
   for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
   args.numSrcs = numInputs;
-  args.dsts[0] = out;
-  args.numDsts = 1;
+  for (int d = 0; d < numOutputs; ++d) args.dsts[d] = outputs[d];
+  args.numDsts = numOutputs;
   args.count = count;
   args.divisor = divisor;
   args.roundEach = roundEach;
@@ -193,7 +194,7 @@ void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs
 }
 
 void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
-  reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, dst, bytes, 0, false);  // bytes as they are
+  reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, &dst, 1, bytes, 0, false);  // bytes as they are
 }
 
 void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {

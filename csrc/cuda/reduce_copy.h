@@ -34,7 +34,7 @@
 namespace dpcore {
 
 constexpr int kMaxSources = 16;  // one_shot reads every rank of a node in one kernel
-constexpr int kMaxDests = 2;
+constexpr int kMaxDests = kMaxSources;  // direct's all_reduce writes into every rank's output
 
 struct ReduceCopyArgs {
   const void* srcs[kMaxSources] = {};
