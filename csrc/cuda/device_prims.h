@@ -47,7 +47,7 @@ class DevicePrims {
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("recvReduceCopySend", count * elemSize_);
     const char* in = recvSlot();
-    run({in, src}, {dst, sendSlot(src)}, count, divisor_);
+    run({in, src}, {dst, sendSlot(dst)}, count, divisor_);
     postSend();
     postRecv();
   }
@@ -65,7 +65,7 @@ class DevicePrims {
   }
   void copySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("copySend", count * elemSize_);
-    char* out = sendSlot(src);
+    char* out = sendSlot(dst);
     if (dst != src) run({src}, {out, dst}, count, 0);
     else run({src}, {out}, count, 0);
     postSend();
@@ -73,7 +73,8 @@ class DevicePrims {
   void finish() {}  // every verb handed its slots over already
 
  private:
-  // The next rank's slot for `segment` (where the segment lies in this rank's buffer), at the
+  // The next rank's slot for `segment` (where the segment lies in this rank's buffer: its
+  // output where the verb writes one, which the later hops move too, else its input), at the
   // segment's offset modulo 16, noted for the receiver.
   char* sendSlot(const void* segment) {
     const int next = (t_.rank() + 1) % t_.size();
