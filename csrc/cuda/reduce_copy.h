@@ -249,7 +249,8 @@ inline DP_HOST_DEVICE size_t packHead(const ReduceCopyArgs& a, size_t elemSize) 
 
 // A copy: one source and no division (op and rounding never apply to one value). It moves the
 // source's packs as they are, never unpacking an element, so its kernel needs few registers
-// (reduceCopy's unpacked accumulators cost a byte copy some 75, and a quarter of its blocks).
+// (reduceCopy unpacks every element: a byte copy there takes 74-76, and so 3 blocks per
+// multiprocessor where 4 were launched).
 inline DP_HOST_DEVICE bool copiesOnly(const ReduceCopyArgs& a) {
   return a.numSrcs == 1 && a.divisor == 0;
 }
