@@ -8,6 +8,10 @@
    are for, and a change that breaks them falls back to narrower accesses that still pass every
    correctness test.
 3. No kernel in any file touches local memory (LDL / STL), the SASS side of (1).
+4. Every kernel whose __launch_bounds__ ask a multiprocessor to hold several blocks at once gets
+   registers that let it (cuobjdump -res-usage against the PTX's .maxntid and .minnctapersm),
+   and copies (copyKernel, which every copy runs) ask for four: reduceCopy's 74-76 registers
+   let a byte copy have three. The other grids are sized by the occupancy calculator at launch.
 
 The last two tests run the checkers on throwaway kernels, so each check is seen to fail when it
 should. Where nvcc is missing everything skips; cuobjdump and nvdisasm come from the `test`
@@ -83,11 +87,16 @@ FUNCTION_LINE = re.compile(r"^\s*Function : (\S+)")
 INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?\w+\s+)?([A-Z][A-Z0-9_.]*)")
 
 
+def cuobjdump(obj, *flags):
+    """cuobjdump's output on an object (nvdisasm, which -sass runs, on its PATH)."""
+    path = os.pathsep.join([os.path.dirname(NVDISASM), os.environ.get("PATH", "")])
+    return subprocess.run([CUOBJDUMP, *flags, str(obj)], env=dict(os.environ, PATH=path),
+                          capture_output=True, text=True, check=True).stdout
+
+
 def disassemble(obj):
     """{(arch, demangled kernel name): [opcode, ...]} for every kernel in an object's cubins."""
-    path = os.pathsep.join([os.path.dirname(NVDISASM), os.environ.get("PATH", "")])
-    sass = subprocess.run([CUOBJDUMP, "-sass", str(obj)], env=dict(os.environ, PATH=path),
-                          capture_output=True, text=True, check=True).stdout
+    sass = cuobjdump(obj, "-sass")
     kernels, arch, name = {}, None, None
     for line in sass.splitlines():
         if m := ARCH_LINE.match(line):
@@ -105,6 +114,49 @@ def demangle(text):
     """`text` with every mangled C++ name in it demangled (c++filt: binutils, as nvcc needs)."""
     return subprocess.run(["c++filt"], input=text, capture_output=True, text=True,
                           check=True).stdout
+
+
+# A multiprocessor's registers on sm_80 and sm_90, handed out a warp at a time in units of 256.
+REGISTERS_PER_MULTIPROCESSOR = 64 * 1024
+REGISTER_UNIT = 256
+COPY_BLOCKS = 4  # cuda_device.cu's kCopyBlocksPerMultiprocessor
+
+
+def blocks_that_fit(registers, threads):
+    """Blocks of `threads` threads that a multiprocessor's registers hold at once, each thread
+    needing `registers` of them (the occupancy calculator's answer where registers limit)."""
+    per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    return REGISTERS_PER_MULTIPROCESSOR // (per_warp * -(-threads // 32))
+
+
+# cuobjdump -res-usage: ` Function <mangled>:`, then `  REG:56 STACK:0 SHARED:0 ...`
+RESOURCE_FUNCTION = re.compile(r"^\s*Function ([^\s:]+):")
+RESOURCE_LINE = re.compile(r"^\s*REG:(\d+)\b")
+PTX_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\(([^{]*)\{")
+
+
+def registers(obj):
+    """{(arch, mangled kernel name): registers per thread} for every kernel in an object."""
+    found, arch, name = {}, None, None
+    for line in cuobjdump(obj, "-res-usage").splitlines():
+        if m := ARCH_LINE.match(line):
+            arch = m[1]
+        elif m := RESOURCE_FUNCTION.match(line):
+            name = m[1]
+        elif (m := RESOURCE_LINE.match(line)) and name:
+            found[arch, name] = int(m[1])
+    return found
+
+
+def launch_bounds(obj):
+    """{mangled kernel name: (threads, blocks per multiprocessor)} from the PTX's .maxntid and
+    .minnctapersm (__launch_bounds__); blocks is 1 where none is asked."""
+    bounds = {}
+    for name, directives in PTX_ENTRY.findall(cuobjdump(obj, "-ptx")):
+        threads = re.search(r"\.maxntid\s+(\d+)", directives)
+        blocks = re.search(r"\.minnctapersm\s+(\d+)", directives)
+        bounds[name] = (int(threads[1]) if threads else 1024, int(blocks[1]) if blocks else 1)
+    return bounds
 
 
 def has_128_bit(opcodes, verb):
@@ -137,13 +189,39 @@ def test_kernel_file_compiles_with_no_warning_spill_or_local_memory(compiled, na
 def test_every_reduce_copy_kernel_moves_memory_in_128_bit_loads_and_stores(sass):
     assert "cuda_device.cu" in sass, "cuda_device.cu did not compile"
     kernels = {key: ops for key, ops in sass["cuda_device.cu"].items()
-               if "reduceCopyKernel<" in key[1]}
+               if "reduceCopyKernel<" in key[1] or "copyKernel(" in key[1]}
     for arch in ARCHS:
         found = sum(a == arch for a, _ in kernels)
-        assert found == REDUCE_COPY_KERNELS, f"{arch}: {found} reduceCopyKernel instantiations"
+        assert found == REDUCE_COPY_KERNELS + 1, f"{arch}: {found} reduceCopyKernel instantiations"
     failures = [f"{arch} {name}: {problem}" for (arch, name), ops in sorted(kernels.items())
                 for problem in pack_problems(ops)]
     assert not failures, "\n".join(failures)
+
+
+@needs_disassembler
+def test_every_kernel_has_the_registers_its_launch_bounds_allow(compiled):
+    """copyKernel asks four blocks of each multiprocessor and gets them; every kernel that asks
+    blocks of it gets them; the register counts are in the message."""
+    obj, _, code = compiled["cuda_device.cu"]
+    assert code == 0, "cuda_device.cu did not compile"
+    bounds, used = launch_bounds(obj), registers(obj)
+    copies = [name for name in bounds if "copyKernel" in demangle(name)]
+    assert len(copies) == 1 and bounds[copies[0]][1] == COPY_BLOCKS, (copies, bounds)
+    for arch in ARCHS:
+        assert (arch, copies[0]) in used, f"{arch}: no register count for copyKernel"
+    counts = {f"{arch} {demangle(name).split('(')[0]}": (regs, *bounds.get(name, (0, 0)))
+              for (arch, name), regs in sorted(used.items())}
+    failures = [f"{kernel}: {regs} registers, {threads} threads x {blocks} blocks"
+                for kernel, (regs, threads, blocks) in counts.items()
+                if threads and blocks_that_fit(regs, threads) < blocks]
+    assert not failures, "\n".join(failures) + f"\nall: {counts}"
+
+
+def test_blocks_that_fit_counts_as_the_occupancy_calculator():
+    assert blocks_that_fit(76, 256) == 3  # reduceCopy's byte copy: three where four were sent
+    assert blocks_that_fit(64, 256) == 4
+    assert blocks_that_fit(65, 256) == 3  # a warp's registers come in units of 256
+    assert blocks_that_fit(32, 256) == 8
 
 
 @needs_disassembler
@@ -164,6 +242,9 @@ __global__ void packCopy(const uint4* src, uint4* dst, int n) {
 __global__ void scalarCopy(const float* src, float* dst, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     dst[i] = src[i];
+}
+__global__ void __launch_bounds__(128, 3) bounded(const float* src, float* dst) {
+  dst[threadIdx.x] = src[threadIdx.x];
 }
 __global__ void localArray(const int* index, float* out) {
   float a[256];  // indexed at run time, too big for registers: a stack frame
@@ -193,3 +274,8 @@ def test_the_checkers_tell_packs_from_scalars_and_see_local_memory(tmp_path):
         "no 128-bit global load (LDG.*.128)", "no 128-bit global store (STG.*.128)"]
     assert local_memory(kernels["packCopy"]) == []
     assert set(local_memory(kernels["localArray"])) == {"LDL", "STL"}
+    bounds = {demangle(name).split("(")[0]: b for name, b in
+              launch_bounds(tmp_path / "throwaway.o").items()}
+    assert bounds["bounded"] == (128, 3) and bounds["packCopy"] == (1024, 1), bounds
+    used = {demangle(name).split("(")[0] for _, name in registers(tmp_path / "throwaway.o")}
+    assert {"packCopy", "bounded", "localArray"} <= used, used

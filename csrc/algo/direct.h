@@ -7,7 +7,11 @@
 //   reduce_scatter: reduce this rank's chunk, reading that chunk of every peer's input.
 //   all_reduce: the same, then, once every chunk is complete, read the other chunks from the
 //   peers' outputs. In place is safe: a rank overwrites another rank's chunk of its own buffer
-//   only then, after every rank has finished reading inputs.
+//   only then, after every rank has finished reading inputs. Where every peer's memory is
+//   mapped (kMapped), one pass instead: the chunk, reduced from every input, is written into
+//   every output at once, so a call is one kernel between the headers' exchange (every input
+//   ready) and the last stage (every output written). In place is safe there too: this rank's
+//   chunk is read and written by this rank alone, each element read before it is written.
 //   Bytes read per rank: (n-1)/n * S (all_reduce: 2(n-1)/n * S), each in one copy.
 //   reduce: the root reduces the whole buffer, reading all of every peer's input: (n-1) S.
 //
@@ -19,8 +23,9 @@
 //   streams(bytes)    whether an output this large is written past the cache (stream_copy.h)
 //   reduce2(...), copyToOutput(...)                the loops of the memory's device
 //   kMapped           true where every peer's memory is addressable here (device memory over
-//                     IPC): then input(peer, offset) and reduceInOrder(...) reduce the chunk
-//                     in one pass, rounding after every op as the piecewise path does
+//                     IPC): then input(peer, offset), output(peer, offset) and
+//                     reduceInOrder(...) reduce the chunk in one pass into one output or every
+//                     one, rounding after every op as the piecewise path does
 #pragma once
 
 #include <algorithm>
@@ -42,18 +47,24 @@ constexpr size_t kDirectPieceBytes = 128 << 10;
 // and each rank after it applies op(partial, its input), so here the partial starts as rank
 // r+1's input, takes every later peer's in ring order and ends with our own. Ring and direct
 // therefore give the same bits, and auto may pick either. Only the last operation writes dst,
-// after the peers have been read (dst may be our input).
+// after the peers have been read (dst may be our input). everyOutput (kMapped only): the chunk
+// goes into every peer's output as well, at the same offset.
 template <class Peers>
-void reduceInRingOrder(Peers& peers, const Task& task, int rank, int n, Range chunk, char* dst) {
+void reduceInRingOrder(Peers& peers, const Task& task, int rank, int n, Range chunk, char* dst,
+                       bool everyOutput = false) {
   const size_t elem = dtypeSize(task.dtype);
   auto in = static_cast<const char*>(task.in);
   if constexpr (Peers::kMapped) {  // every peer's input is addressable here: one pass
     const size_t at = chunk.start * elem;
     std::vector<const void*> inputs;
-    for (int k = 1; k < n; ++k) inputs.push_back(peers.input((rank + k) % n, at));
+    std::vector<void*> outputs{dst};
+    for (int k = 1; k < n; ++k) {
+      inputs.push_back(peers.input((rank + k) % n, at));
+      if (everyOutput) outputs.push_back(peers.output((rank + k) % n, at));
+    }
     inputs.push_back(in + at);
-    peers.reduceInOrder(task.dtype, task.op, inputs.data(), n, dst, chunk.size(),
-                        avgDivisor(task, n));
+    peers.reduceInOrder(task.dtype, task.op, inputs.data(), n, outputs.data(),
+                        static_cast<int>(outputs.size()), chunk.size(), avgDivisor(task, n));
   } else {
     const size_t pieceCount = kDirectPieceBytes / elem;
     char* acc = peers.scratch(0);
@@ -96,6 +107,10 @@ void direct(Peers& peers, const Task& task, int rank, int n, const size_t* offse
       break;
     case Coll::kAllReduce: {
       const Range mine = shardRange(task.count, n, rank);
+      if constexpr (Peers::kMapped) {  // into every output at once: nothing left to read
+        reduceInRingOrder(peers, task, rank, n, mine, out + mine.start * elem, true);
+        break;
+      }
       reduceInRingOrder(peers, task, rank, n, mine, out + mine.start * elem);
       peers.signal(DirectStage::kReduced);
       peers.waitAll(DirectStage::kReduced);

@@ -61,6 +61,7 @@ constexpr bool mappedOn() {
 namespace arg {
 extern const void* src;
 extern void* dst;
+extern void* const* outputs;
 extern const void* const* inputs;
 extern size_t count;  // elements
 extern size_t bytes;
@@ -155,7 +156,9 @@ using Reduce2 = decltype(a<M>().reduce2(arg::dtype, arg::op, arg::src, arg::src,
 template <class M> using Input = decltype(a<M>().input(arg::rank, arg::offset));
 template <class M>
 using ReduceInOrder = decltype(a<M>().reduceInOrder(arg::dtype, arg::op, arg::inputs, arg::rank,
-                                                    arg::dst, arg::count, arg::divisor));
+                                                    arg::outputs, arg::rank, arg::count,
+                                                    arg::divisor));
+template <class M> using Output = decltype(a<M>().output(arg::rank, arg::offset));
 
 template <class M>
 constexpr bool isPeerMemory() {
@@ -175,9 +178,12 @@ constexpr bool isPeerMemory() {
   if constexpr (mappedOn<M>()) {
     static_assert(gives<Input, M, const void*>(), "PeerMemory, kMapped: input(int peer, size_t "
                                                   "offset): a peer's input, addressable here");
+    static_assert(gives<Output, M, void*>(), "PeerMemory, kMapped: output(int peer, size_t "
+                                             "offset): a peer's output, addressable here");
     static_assert(has<ReduceInOrder, M>, "PeerMemory, kMapped: reduceInOrder(DType, ReduceOp, "
-                                         "const void* const* inputs, int n, void* out, size_t "
-                                         "count, int divisor): rounding after every op");
+                                         "const void* const* inputs, int n, void* const* "
+                                         "outputs, int m, size_t count, int divisor): rounding "
+                                         "after every op, into every output");
   } else {
     static_assert(gives<Scratch, M, char*>(), "PeerMemory: char* scratch(int i): two local "
                                               "pieces of kDirectPieceBytes (i = 0, 1)");

@@ -113,6 +113,10 @@ class ShmTransport {
   // (modulo its depth), the next rank's to fill, or ours to empty.
   uint64_t waitSendSlot();
   uint64_t waitRecvSlot();
+  // Such a transport's note beside slot `index` of rank r's FIFO: the slot of that number in
+  // the segment, whose bytes the posts order as they order the data (DevicePrims: where the
+  // segment sits in the device's slot).
+  char* hostSlot(int r, uint64_t index) { return layout_.fifoSlot(base_, r, index); }
   char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
   // An exchange in rounds (ShmRounds): rank r's one-shot slot of this call, whole, and the
   // round's two stages, as signal and waitAll for a round of this call.

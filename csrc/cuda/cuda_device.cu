@@ -1,10 +1,10 @@
-// The GPU behind cuda/device.h: one non-blocking stream per communicator, reduceCopy kernels
-// (cuda/reduce_copy.h) queued on it, memory the peers map through CUDA IPC, and completion seen
-// through a word of mapped host memory into which each kernel's last block stores its ticket
-// (device_layer.h; the blocks count in device memory, since atomics on host memory need
-// host-native atomics, which an x86 host over PCIe lacks): the host learns a kernel ended by
-// reading memory, as a peer's host learns it from the host's
-// post, and no kernel ever waits for another process's.
+// The GPU behind cuda/device.h: one non-blocking stream per communicator, kernels
+// (cuda/reduce_copy.h: reduceCopy, and a copy's own) queued on it, memory the peers map through
+// CUDA IPC, and completion seen through a word of mapped host memory into which each kernel's
+// last block stores its ticket (device_layer.h; the blocks count in device memory, since atomics
+// on host memory need host-native atomics, which an x86 host over PCIe lacks): the host learns a
+// kernel ended by reading memory, as a peer's host learns it from the host's post, and no kernel
+// ever waits for another process's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,31 +46,58 @@ class CurrentDevice {
 };
 
 constexpr unsigned kThreads = 256;
+// The blocks of a copy each multiprocessor holds at once: ptxas keeps copyKernel's registers
+// within them (tests/test_cuda_static.py checks the count). A reduction's registers depend on
+// its dtype and op (40 to 89), and asking them to fit four spills: its grid is what fits.
+constexpr unsigned kCopyBlocksPerMultiprocessor = 4;
 
 template <class E, class Op>
 __global__ void __launch_bounds__(kThreads) reduceCopyKernel(ReduceCopyArgs args) {
   reduceCopy<E, Op>(KernelThread{}, args);
 }
 
-// Enough blocks that each thread moves a few packs, at most four per multiprocessor: enough
-// loads in flight to hide the memory's latency. (Ranks that share a GPU take turns on it.)
-unsigned gridFor(size_t count, size_t elemSize, int multiprocessors) {
+__global__ void __launch_bounds__(kThreads, kCopyBlocksPerMultiprocessor)
+    copyKernel(ReduceCopyArgs args, unsigned elemSize) {
+  copyPacked(KernelThread{}, args, elemSize);
+}
+
+// How many blocks of `kernel` fit on a multiprocessor at once (its registers and threads), as
+// the occupancy calculator says for the current device; asked once per kernel, since a process
+// drives one kind of GPU.
+template <class Kernel>
+unsigned blocksThatFit(Kernel kernel) {
+  int blocks = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0),
+        "ask the occupancy calculator");
+  return static_cast<unsigned>(std::max(blocks, 1));
+}
+
+// Enough blocks that each thread moves a few packs, and no more than fit on the GPU at once: a
+// block that has to wait for another to end would add a wave to the kernel. (Ranks that share a
+// GPU take turns on it.)
+unsigned gridFor(size_t count, size_t elemSize, int multiprocessors, unsigned fit) {
   const size_t packs = (count * elemSize + 15) / 16;
   const size_t wanted = (packs + 4 * kThreads - 1) / (4 * kThreads);
-  const size_t most = 4 * static_cast<size_t>(multiprocessors);
+  const size_t most = static_cast<size_t>(fit) * multiprocessors;
   return static_cast<unsigned>(wanted < 1 ? 1 : wanted > most ? most : wanted);
 }
 
-// Queues reduceCopy on `stream`; returns the blocks it launched.
-unsigned launchReduceCopy(DType dtype, ReduceOp op, const ReduceCopyArgs& args,
-                          int multiprocessors, cudaStream_t stream) {
-  const unsigned blocks = gridFor(args.count, dtypeSize(dtype), multiprocessors);
-  dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
-    reduceCopyKernel<decltype(element), decltype(reduceOp)><<<blocks, kThreads, 0, stream>>>(
-        args);
-  });
+// Queues reduceCopy, or the copy's own kernel (copiesOnly), on `stream`.
+void launchReduceCopy(DType dtype, ReduceOp op, const ReduceCopyArgs& args,
+                      int multiprocessors, cudaStream_t stream) {
+  const size_t elemSize = dtypeSize(dtype);
+  if (copiesOnly(args)) {
+    static const unsigned fit = blocksThatFit(copyKernel);
+    copyKernel<<<gridFor(args.count, elemSize, multiprocessors, fit), kThreads, 0, stream>>>(
+        args, static_cast<unsigned>(elemSize));
+  } else {
+    dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+      const auto kernel = reduceCopyKernel<decltype(element), decltype(reduceOp)>;
+      static const unsigned fit = blocksThatFit(kernel);
+      kernel<<<gridFor(args.count, elemSize, multiprocessors, fit), kThreads, 0, stream>>>(args);
+    });
+  }
   check(cudaGetLastError(), "launch a kernel");
-  return blocks;
 }
 
 class CudaDevice : public Device {

@@ -4,6 +4,12 @@
 // push into rank r+1's FIFO through its mapping, and read their own. The waits for a slot and
 // the posts after a kernel are the host FIFO's (ShmTransport); DeviceTransport::run returns
 // once the kernel has ended, so a post always follows the data it announces.
+//
+// A segment sits in its slot at its own address modulo 16 in the sender's buffer, so that the
+// slot, the sources and the destinations of both kernels of a hop agree modulo 16 wherever the
+// ranks' buffers do (cudaMalloc's are 256-byte aligned), and the kernels move whole 16-byte packs
+// whatever the count: chunks start at any element. The sender notes that offset in the host
+// slot of the same number, which the receiver reads once the post has handed the slot over.
 #pragma once
 
 #include <initializer_list>
@@ -17,14 +23,13 @@ namespace dpcore {
 
 class DevicePrims {
  public:
-  DevicePrims(DeviceTransport& t, DType dtype, ReduceOp op, int divisor, uint32_t sendAlign,
-              uint32_t recvAlign, StepSpans spans)
+  DevicePrims(DeviceTransport& t, DType dtype, ReduceOp op, int divisor, StepSpans spans)
       : t_(t), dtype_(dtype), op_(op), elemSize_(dtypeSize(dtype)), divisor_(divisor),
-        sendAlign_(sendAlign), recvAlign_(recvAlign), spans_(spans) {}
+        spans_(spans) {}
 
   void send(const void* src, size_t count) {
     TraceSpan span = spans_.next("send", count * elemSize_);
-    run({src}, {sendSlot()}, count, 0);
+    run({src}, {sendSlot(src)}, count, 0);
     postSend();
   }
   void recv(void* dst, size_t count) {
@@ -35,14 +40,14 @@ class DevicePrims {
   void recvReduceSend(const void* src, size_t count) {
     TraceSpan span = spans_.next("recvReduceSend", count * elemSize_);
     const char* in = recvSlot();
-    run({in, src}, {sendSlot()}, count, 0);
+    run({in, src}, {sendSlot(src)}, count, 0);
     postSend();
     postRecv();
   }
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("recvReduceCopySend", count * elemSize_);
     const char* in = recvSlot();
-    run({in, src}, {dst, sendSlot()}, count, divisor_);
+    run({in, src}, {dst, sendSlot(dst)}, count, divisor_);
     postSend();
     postRecv();
   }
@@ -54,13 +59,13 @@ class DevicePrims {
   void recvCopySend(void* dst, size_t count) {
     TraceSpan span = spans_.next("recvCopySend", count * elemSize_);
     const char* in = recvSlot();
-    run({in}, {dst, sendSlot()}, count, 0);
+    run({in}, {dst, sendSlot(dst)}, count, 0);
     postSend();
     postRecv();
   }
   void copySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("copySend", count * elemSize_);
-    char* out = sendSlot();
+    char* out = sendSlot(dst);
     if (dst != src) run({src}, {out, dst}, count, 0);
     else run({src}, {out}, count, 0);
     postSend();
@@ -68,11 +73,21 @@ class DevicePrims {
   void finish() {}  // every verb handed its slots over already
 
  private:
-  char* sendSlot() {
-    return t_.fifoSlot((t_.rank() + 1) % t_.size(), t_.control().waitSendSlot()) + sendAlign_;
+  // The next rank's slot for `segment` (where the segment lies in this rank's buffer: its
+  // output where the verb writes one, which the later hops move too, else its input), at the
+  // segment's offset modulo 16, noted for the receiver.
+  char* sendSlot(const void* segment) {
+    const int next = (t_.rank() + 1) % t_.size();
+    const uint64_t index = t_.control().waitSendSlot();
+    const auto at = static_cast<unsigned char>(reinterpret_cast<uintptr_t>(segment) %
+                                               DeviceTransport::kHeadroom);
+    *t_.control().hostSlot(next, index) = static_cast<char>(at);
+    return t_.fifoSlot(next, index) + at;
   }
   const char* recvSlot() {
-    return t_.fifoSlot(t_.rank(), t_.control().waitRecvSlot()) + recvAlign_;
+    const uint64_t index = t_.control().waitRecvSlot();
+    const auto at = static_cast<unsigned char>(*t_.control().hostSlot(t_.rank(), index));
+    return t_.fifoSlot(t_.rank(), index) + at;
   }
   void postSend() { t_.control().postSend(); }
   void postRecv() { t_.control().postRecv(); }
@@ -94,7 +109,6 @@ class DevicePrims {
   ReduceOp op_;
   size_t elemSize_;
   int divisor_;
-  uint32_t sendAlign_, recvAlign_;
   StepSpans spans_;
 };
 
@@ -109,7 +123,7 @@ class DevicePayloads {
   // all inputs in one kernel, rounding once at the end, as host/reduce.h's reduceMany
   void reduceMany(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
                   size_t count, int divisor) {
-    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, false);
+    t_.reduce(dtype, op, inputs, numInputs, &out, 1, count, divisor, false);
   }
   void copy(void* dst, const void* src, size_t bytes) { t_.copy(dst, src, bytes); }
 
@@ -134,17 +148,20 @@ class DevicePeerMemory {
   void readInput(int peer, size_t offset, void* dst, size_t bytes, bool) {
     t_.copy(dst, input(peer, offset), bytes);
   }
-  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+  void* output(int peer, size_t offset) const {
     const ShmMeta m = headers_[peer].meta<ShmMeta>();
-    t_.copy(dst, t_.peerAddress(peer, m.outRegion, m.outAddr + offset), bytes);
+    return const_cast<char*>(t_.peerAddress(peer, m.outRegion, m.outAddr + offset));
+  }
+  void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool) {
+    t_.copy(dst, output(peer, offset), bytes);
   }
   void copyToOutput(void* dst, const void* src, size_t bytes, bool) { t_.copy(dst, src, bytes); }
   static bool streams(size_t) { return false; }
   // as a chain of two-input reductions (the ring's bits): the sources in order, rounding after
-  // every op
+  // every op; the result written to every output
   void reduceInOrder(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
-                     void* out, size_t count, int divisor) {
-    t_.reduce(dtype, op, inputs, numInputs, out, count, divisor, true);
+                     void* const* outputs, int numOutputs, size_t count, int divisor) {
+    t_.reduce(dtype, op, inputs, numInputs, outputs, numOutputs, count, divisor, true);
   }
   void signal(DirectStage stage) { t_.control().signal(stage); }
   void waitAll(DirectStage stage) { t_.control().waitAll(stage); }

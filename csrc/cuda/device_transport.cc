@@ -16,14 +16,11 @@ static_assert(contract::isTransport<DeviceTransport>());  // core/contracts.h na
 
 namespace {
 
-// Where this rank's data sits in its slots, modulo 16: that of the user buffer the slot is
-// copied from (one-shot publishes the input) or mostly copied into (the ring), so that both
-// kernels of a hop can move whole packs.
+// Where this rank's one-shot payload sits in its slot, modulo 16: that of the input it is
+// copied from, so that the copy and the kernels that read it move whole packs. (The ring's
+// slots say where each segment sits: DevicePrims.)
 uint32_t packOffsetFor(const Task& task) {
-  const bool input = task.algo == Algo::kOneShot || task.coll == Coll::kReduceScatter ||
-                     task.coll == Coll::kReduce;  // reduce: out is the root's alone
-  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(input ? task.in : task.out) %
-                               DeviceTransport::kHeadroom);
+  return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(task.in) % DeviceTransport::kHeadroom);
 }
 
 ShmConfig controlConfig(int size, const DeviceConfig& config) {
@@ -162,11 +159,9 @@ std::vector<CollHeader> DeviceTransport::exchange(const Task& task, const CollHe
   return control_.closeExchange(mine);
 }
 
-DevicePrims DeviceTransport::prims(const RingCall& ring, const std::vector<CollHeader>& headers) {
+DevicePrims DeviceTransport::prims(const RingCall& ring, const std::vector<CollHeader>&) {
   const Task& task = ring.task;
   return DevicePrims(*this, task.dtype, task.op, avgDivisor(task, ring.n),
-                     headers[(rank() + 1) % ring.n].meta<ShmMeta>().align,
-                     headers[rank()].meta<ShmMeta>().align,
                      StepSpans(call_->tracer, call_->seq, ringVerbsPerRound(task.coll, ring.n)));
 }
 
@@ -189,12 +184,13 @@ char* DeviceTransport::oneShotSlot(int r) const {
 }
 
 void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
-                             void* out, size_t count, int divisor, bool roundEach) {
+                             void* const* outputs, int numOutputs, size_t count, int divisor,
+                             bool roundEach) {
   ReduceCopyArgs args;
   for (int k = 0; k < numInputs; ++k) args.srcs[k] = inputs[k];
   args.numSrcs = numInputs;
-  args.dsts[0] = out;
-  args.numDsts = 1;
+  for (int d = 0; d < numOutputs; ++d) args.dsts[d] = outputs[d];
+  args.numDsts = numOutputs;
   args.count = count;
   args.divisor = divisor;
   args.roundEach = roundEach;
@@ -202,7 +198,7 @@ void DeviceTransport::reduce(DType dtype, ReduceOp op, const void* const* inputs
 }
 
 void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
-  reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, dst, bytes, 0, false);  // bytes as they are
+  reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, &dst, 1, bytes, 0, false);  // bytes as they are
 }
 
 void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {

@@ -12,9 +12,10 @@
 //
 // Device memory per rank, one allocation: its FIFO (fifoSlots slots of slotBytes, filled by the
 // previous rank's kernels) and two one-shot slots (the call's parity), 16 bytes of headroom each
-// so data can sit at its user buffer's offset modulo 16 and move in 16-byte packs. And regions:
-// comm.alloc(device="cuda") buffers, one per rank, that every peer maps once; direct reads
-// the peers' data straight out of them, one kernel per step.
+// so data can sit at its offset modulo 16 in the user's buffer and move in 16-byte packs. And
+// regions: comm.alloc(device="cuda") buffers, one per rank, that every peer maps once; direct
+// reads the peers' data straight out of them, one kernel per step (all_reduce: one kernel that
+// also writes its chunk into every peer's output).
 #pragma once
 
 #include <cstdint>
@@ -114,9 +115,10 @@ class DeviceTransport {
   char* oneShotSlot(int r) const;               // rank r's one-shot slot of this call's parity
   // Launches reduceCopy and waits, watching the peers and the deadline, until it has ended.
   void run(DType dtype, ReduceOp op, const ReduceCopyArgs& args);
-  // out = inputs reduced in order, rounding after every op (roundEach) or once; or a copy
-  void reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs, void* out,
-              size_t count, int divisor, bool roundEach);
+  // every output = inputs reduced in order, rounding after every op (roundEach) or once; or a
+  // copy
+  void reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
+              void* const* outputs, int numOutputs, size_t count, int divisor, bool roundEach);
   void copy(void* dst, const void* src, size_t bytes);
   const DeviceCounts& counts() const { return counts_; }  // read once the queue is drained
 

@@ -184,11 +184,16 @@ class EmulatedDevice : public Device {
     args.done = &kernelsDone_;
     args.ticket = ++launched_;
     ThreadGrid::Body body;
-    dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
-      using E = decltype(element);
-      using Op = decltype(reduceOp);
-      body = [args](const KernelThread& me) { reduceCopy<E, Op>(me, args); };
-    });
+    if (copiesOnly(args)) {  // the kernel the GPU runs for it (cuda_device.cu)
+      const size_t elemSize = dtypeSize(dtype);
+      body = [args, elemSize](const KernelThread& me) { copyPacked(me, args, elemSize); };
+    } else {
+      dispatchReduceCopy(dtype, op, [&](auto element, auto reduceOp) {
+        using E = decltype(element);
+        using Op = decltype(reduceOp);
+        body = [args](const KernelThread& me) { reduceCopy<E, Op>(me, args); };
+      });
+    }
     stream_->enqueue([this, body] { grid_.run(body); });
     return args.ticket;
   }

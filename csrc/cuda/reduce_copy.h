@@ -13,8 +13,9 @@
 // Memory moves in 16-byte packs where every pointer has the same offset modulo 16 (CuPy's
 // allocations are 256-byte aligned, so all but odd views): the few elements before the first
 // aligned address (the head) and after the last whole pack (the tail) go one by one. Buffers
-// that disagree modulo 16 go element by element. Host and device code: nvcc builds it for the
-// GPU (cuda/cuda_device.cu), g++ for the emulation (cuda/emulated_device.cc).
+// that disagree modulo 16 go element by element. A copy (one source) has a body of its own,
+// copyPacked, and its own kernel. Host and device code: nvcc builds it for the GPU
+// (cuda/cuda_device.cu), g++ for the emulation (cuda/emulated_device.cc).
 #pragma once
 
 #include <cstddef>
@@ -33,7 +34,7 @@
 namespace dpcore {
 
 constexpr int kMaxSources = 16;  // one_shot reads every rank of a node in one kernel
-constexpr int kMaxDests = 2;
+constexpr int kMaxDests = kMaxSources;  // direct's all_reduce writes into every rank's output
 
 struct ReduceCopyArgs {
   const void* srcs[kMaxSources] = {};
@@ -244,6 +245,55 @@ inline DP_HOST_DEVICE size_t packHead(const ReduceCopyArgs& a, size_t elemSize) 
   if (offset % elemSize) return a.count;
   const size_t head = offset ? (16 - offset) / elemSize : 0;
   return head < a.count ? head : a.count;
+}
+
+// A copy: one source and no division (op and rounding never apply to one value). It moves the
+// source's packs as they are, never unpacking an element, so its kernel needs few registers
+// (reduceCopy unpacks every element: a byte copy there takes 74-76, and so 3 blocks per
+// multiprocessor where 4 were launched).
+inline DP_HOST_DEVICE bool copiesOnly(const ReduceCopyArgs& a) {
+  return a.numSrcs == 1 && a.divisor == 0;
+}
+
+// Bytes [begin, end) one by one: a copy's head and tail.
+DP_DEVICE DP_FORCE_INLINE void copyBytes(const ReduceCopyArgs& a, size_t begin, size_t end,
+                                         size_t first, size_t stride) {
+  const auto* src = static_cast<const unsigned char*>(a.srcs[0]);
+  for (size_t i = begin + first; i < end; i += stride) {
+    for (int d = 0; d < a.numDsts; ++d) static_cast<unsigned char*>(a.dsts[d])[i] = src[i];
+  }
+}
+
+// The packs of a copy (copiesOnly) where reduceCopy would move them, so that both count alike
+// (packHead): kUnroll loads in flight, then their stores.
+template <class Thread>
+DP_DEVICE void copyPacked(const Thread& t, const ReduceCopyArgs& a, size_t elemSize) {
+  constexpr int kUnroll = 4;
+  const size_t first = static_cast<size_t>(t.block()) * t.threads() + t.thread();
+  const size_t stride = static_cast<size_t>(t.blocks()) * t.threads();
+  const size_t head = packHead(a, elemSize) * elemSize, bytes = a.count * elemSize;
+  const size_t packs = (bytes - head) / 16, tail = head + packs * 16;
+  const auto* src = reinterpret_cast<const Pack16*>(static_cast<const char*>(a.srcs[0]) + head);
+  auto dst = [&](int d) {
+    return reinterpret_cast<Pack16*>(static_cast<char*>(a.dsts[d]) + head);
+  };
+  copyBytes(a, 0, head, first, stride);
+  size_t p = first;
+  for (; p + (kUnroll - 1) * stride < packs; p += kUnroll * stride) {
+    Pack16 v[kUnroll];
+    DP_UNROLL
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[p + u * stride];
+    for (int d = 0; d < a.numDsts; ++d) {
+      DP_UNROLL
+      for (int u = 0; u < kUnroll; ++u) dst(d)[p + u * stride] = v[u];
+    }
+  }
+  for (; p < packs; p += stride) {
+    const Pack16 v = src[p];
+    for (int d = 0; d < a.numDsts; ++d) dst(d)[p] = v;
+  }
+  copyBytes(a, tail, bytes, first, stride);
+  signalDone(t, a.arrivals, a.done, a.ticket);
 }
 
 template <class E, class Op, class Thread>
