@@ -1,6 +1,6 @@
 """Exchanges in rounds through the one-shot slots (DPCORE_READ_PEERS=0, a small
 DPCORE_ONE_SHOT_BYTES), where a rank that overwrote a window a slower peer had not yet taken
-would show. Many calls back to back, each of dozens of rounds, at uneven sizes: all_to_all with
+would show. Many calls back to back, each of several rounds, at uneven sizes: all_to_all with
 splits that differ per call (ranks that take much, others little or nothing), gather to every
 root in turn (its peers take nothing and would run ahead), scatter, and after each one a one_shot
 call, whose payload lands in the slot that the next call's parity owns. Every element is unique
@@ -19,7 +19,7 @@ calls = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
 check = Checker(rank)
-slot = comm.one_shot_bytes // 8  # int64 elements a one-shot slot holds: about a round's
+slot = comm.one_shot_bytes // 8  # int64 elements a one-shot payload holds (a round: more)
 
 
 def data(call, r, count):
@@ -51,7 +51,7 @@ for call in range(calls):
     label = f"call {call}: {kind}" + (f" root={root}" if kind != "all_to_all" else "")
     if rank == root or kind != "gather":
         check.equal(got, want, label)
-    small = data(call, rank, size)  # one_shot: a payload into this call's parity slot
+    small = data(call, rank, size)  # one_shot: its payload fills the other parity's slot
     check.equal(comm.all_to_all(small, algo="one_shot"),
                 np.array([data(call, p, size)[rank] for p in range(size)]), f"{label}, next")
 
