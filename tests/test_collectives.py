@@ -50,6 +50,16 @@ def test_exchanges_where_ranks_may_not_read_each_other():
            env={"DPCORE_READ_PEERS": "0", "DPCORE_ONE_SHOT_BYTES": "4096"})
 
 
+@pytest.mark.parametrize("n", [3, 4])
+def test_exchange_rounds_take_every_window_before_it_is_overwritten(n):
+    """Rounds through two slots a rank, taken in turn: a rank that rewrote a slot before every
+    peer took its window (one window ahead), or left the last round in the slot the next call's
+    one_shot payload fills, shows as wrong elements within 60 calls of several rounds, at
+    uneven splits and shards (seen failing both ways on deliberately broken builds)."""
+    run_ok("exchange_rounds.py", n, 60,
+           env={"DPCORE_READ_PEERS": "0", "DPCORE_ONE_SHOT_BYTES": "4096"})
+
+
 TINY = {k: c for k, c in EACH_PATH.items() if k in ("shm-2", "shm-3", "mpi-3")}
 
 

@@ -139,14 +139,19 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
 }
 
 // Where the ranks may not read each other's memory (shared memory where process_vm_readv is
-// refused: a container's default seccomp), every input passes through its rank's one-shot slot
+// refused: a container's default seccomp), every input passes through its rank's one-shot slots
 // a window at a time. In round k each rank publishes bytes [kW, (k+1)W) of its input, and takes
-// from the peers' slots the parts of its transfers that lie there; a round's slots are written
-// again only once every rank has taken them. largest: the largest input of any rank, in bytes
-// (every rank's header has it), so every rank makes as many rounds.
-//   window(), slot(r)                      the slots: rank r's, W bytes
+// from the peers' slots the parts of its transfers that lie there. largest: the largest input of
+// any rank, in bytes (every rank's header has it), so every rank makes as many rounds.
+//
+// Two slots a rank, used in turn, so that a rank fills one while slower peers still take from
+// the other: one wait for the peers a round. Round k's slot held round k-2, and a rank writes it
+// only after it saw every rank publish round k-1, which each did after taking round k-2: so no
+// rank runs two windows ahead of a peer's reads. The last round lies in slot 0, the call's own,
+// which stays until the peers' next call, as one_shot's payloads; slot 1 is free then, its last
+// round (count-2) taken by all before round count-1 was published everywhere.
+//   window(), slot(r, i)                   the slots: rank r's slot i (0, 1), W bytes each
 //   publish(k), waitPublished(k)           this rank's window of round k is in its slot / all are
-//   take(k), waitTaken(k)                  this rank has taken round k's windows / all have
 template <class Rounds>
 void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task, int rank,
                       size_t largest) {
@@ -162,21 +167,18 @@ void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task
   const uint64_t count = (largest + window - 1) / window;
   for (uint64_t k = 0; k < count; ++k) {
     const size_t lo = k * window, hi = lo + window;
-    if (lo < mine) rounds.copy(rounds.slot(rank), in + lo, std::min(hi, mine) - lo);
+    const int slot = static_cast<int>((count - 1 - k) % 2);  // the last round in slot 0
+    if (lo < mine) rounds.copy(rounds.slot(rank, slot), in + lo, std::min(hi, mine) - lo);
     rounds.publish(k);
     rounds.waitPublished(k);
     plan.forEach(rank, [&](const Transfer& t, bool) {
       if (t.to != rank || t.from == rank) return;
       const size_t from = std::max(lo, t.fromAt), to = std::min(hi, t.fromAt + t.bytes);
       if (from < to) {
-        rounds.copy(out + t.toAt + (from - t.fromAt), rounds.slot(t.from) + (from - lo),
+        rounds.copy(out + t.toAt + (from - t.fromAt), rounds.slot(t.from, slot) + (from - lo),
                     to - from);
       }
     });
-    // the last round's slots stay until the peers' next call, as one_shot's payloads
-    if (k + 1 == count) break;
-    rounds.take(k);
-    rounds.waitTaken(k);
   }
 }
 

@@ -49,10 +49,9 @@ struct alignas(kCacheLine) RankControl {
   Counter entered;
   Counter elsewhere;
   // An exchange without peer reads (algo/exchange.h: exchangeInRounds): the last round whose
-  // window this rank published in its one-shot slot, and the last whose peers' windows it has
-  // taken (ShmTransport::signalRound's marks, which grow across calls).
+  // window this rank published in its one-shot slots (ShmTransport::signalRound's marks, which
+  // grow across calls).
   Counter published;
-  Counter taken;
   Counter pid;
   Counter reduced;  // direct all_reduce: the last collective whose own chunk is complete
   Counter done;   // direct algorithm: the last collective whose reads from peers are finished

@@ -49,19 +49,15 @@ class ShmPeerMemory : public HostLoops {
 };
 
 // An exchange where the ranks may not read each other's memory (algo/exchange.h:
-// exchangeInRounds): each rank's input passes through its one-shot slot, a window at a time.
+// exchangeInRounds): each rank's input passes through its one-shot slots, a window at a time.
 class ShmRounds : public HostLoops {
  public:
   explicit ShmRounds(ShmTransport& t) : t_(t) {}
   size_t window() const { return t_.stageBytes(); }
-  char* slot(int r) const { return t_.oneShotSlot(r); }
+  char* slot(int r, int i) const { return t_.roundSlot(r, i); }
   void publish(uint64_t round) { t_.signalRound(&RankControl::published, round); }
   void waitPublished(uint64_t round) {
     t_.waitRound(&RankControl::published, round, " to publish its window");
-  }
-  void take(uint64_t round) { t_.signalRound(&RankControl::taken, round); }
-  void waitTaken(uint64_t round) {
-    t_.waitRound(&RankControl::taken, round, " to take the windows");
   }
 
  private:

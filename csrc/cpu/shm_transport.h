@@ -118,9 +118,12 @@ class ShmTransport {
   // segment sits in the device's slot).
   char* hostSlot(int r, uint64_t index) { return layout_.fifoSlot(base_, r, index); }
   char* oneShotSlot(int r) const { return layout_.oneShotSlot(base_, r, call_->seq); }
-  // An exchange in rounds (ShmRounds): rank r's one-shot slot of this call, whole, and the
-  // round's two stages, as signal and waitAll for a round of this call.
+  // An exchange in rounds (ShmRounds): rank r's slot i, whole: 0 its one-shot slot of this
+  // call, 1 that of the next call's parity (free during this call: every peer finished the
+  // call before, and none reads the next one's before this rank arrives there); and the
+  // round's stage, as signal and waitAll for a round of this call.
   size_t stageBytes() const { return layout_.oneShotStride(); }
+  char* roundSlot(int r, int i) const { return layout_.oneShotSlot(base_, r, call_->seq + i); }
   void signalRound(Counter RankControl::*stage, uint64_t round);
   void waitRound(Counter RankControl::*stage, uint64_t round, const char* what);
   // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).

@@ -23,7 +23,8 @@ constexpr uint64_t kWritingReason = ~uint64_t{0};
 ShmChannel::ShmChannel(const std::string& name, bool create, int rank, int size, bool readPeers)
     : rank_(rank), size_(size), readPeers_(readPeers), layout_(size),
       segment_(std::make_unique<ShmSegment>(name, layout_.bytes(), create)),
-      base_(segment_->data()), head_(size, 0), tail_(size, 0), taking_(size, nullptr) {
+      base_(segment_->data()), head_(size, 0), tail_(size, 0), taking_(size, nullptr),
+      held_(size, 0) {
   layout_.rank(base_, rank_)->pid.value.store(static_cast<uint64_t>(getpid()),
                                                std::memory_order_release);
 }
@@ -47,7 +48,8 @@ bool ShmChannel::progress(P2pOps& ops) {
   bool moved = false;
   // Sends, per destination in posting order: one that has not filled all its slots holds back
   // the later ones; one that has waits for the tail to pass its last slot.
-  std::vector<char> held(size_, 0);
+  std::vector<char>& held = held_;
+  std::fill(held.begin(), held.end(), 0);
   for (const auto& sp : ops) {
     P2pOp& op = *sp;
     if (!op.send || op.finished()) continue;
@@ -110,7 +112,7 @@ bool ShmChannel::postSlots(P2pOp& op) {
       s.kind = MailSlot::kStaged;
       s.len = static_cast<uint32_t>(std::min(MailSlot::kPieceBytes, op.bytes - op.moved));
     }
-    if (s.len) std::memcpy(s.data, op.data + op.moved, s.len);
+    if (s.len) std::memcpy(s.payload(), op.data + op.moved, s.len);
     op.moved = s.kind == MailSlot::kAddress ? op.bytes : op.moved + s.len;
     box->head.value.store(++head, std::memory_order_release);
     moved = true;
@@ -144,7 +146,7 @@ bool ShmChannel::take(P2pOp& op, int from) {
     if (s.kind == MailSlot::kAddress) {
       readSender(op, from, s);
     } else {
-      std::memcpy(op.data + op.moved, s.data, s.len);
+      std::memcpy(op.data + op.moved, s.payload(), s.len);
       op.moved += s.len;
     }
     // the sender may reuse the slot, and for kAddress its buffer: the acknowledgement

@@ -43,6 +43,8 @@ class ShmChannel : public P2pChannel {
   std::vector<uint64_t> head_;    // per destination: slots this rank has filled
   std::vector<uint64_t> tail_;    // per source: slots this rank has emptied
   std::vector<P2pOp*> taking_;    // per source: the receive in the middle of a staged message
+  std::vector<char> held_;        // progress's, per destination: a send holds back the later
+                                  // ones (a member: no allocation each time a wait polls)
   int nextAny_ = 0;               // where an any-source receive starts looking (fairness)
 };
 

@@ -29,8 +29,12 @@ struct MailSlot {
   int32_t dtype;
   uint32_t kind;
   uint32_t len;     // bytes of data in this slot
-  char pad[24];
+  // A message of up to 24 bytes lies here, in the line the receiver reads the slot's fields
+  // from: one cache line fewer crosses between the cores per small message.
+  char small[24];
   char data[kPieceBytes];
+  char* payload() { return len <= sizeof(small) ? small : data; }
+  const char* payload() const { return len <= sizeof(small) ? small : data; }
 };
 static_assert(sizeof(MailSlot) == 16 << 10);
 
