@@ -5,7 +5,8 @@ with each one's outcome and first error line there.
     python tests/torch_suite/compare.py gloo-2.tsv dpcore-2.tsv [--markdown]
 
 A run may be several files joined by '+' (parts of one suite run separately: a later file's
-outcome of a test replaces an earlier one's).
+outcome of a test replaces an earlier one's). --common counts only the tests every run ran (runs
+cut short at different points).
 """
 import argparse
 from pathlib import Path
@@ -43,8 +44,11 @@ def lost(base, other):
             if outcome == "passed" and other.get(name, ("not run",))[0] != "passed"}
 
 
-def table(paths, markdown):
+def table(paths, markdown, common=False):
     runs = [read(p) for p in paths]
+    if common:
+        shared = set.intersection(*(set(r) for r in runs))
+        runs = [{t: r[t] for t in r if t in shared} for r in runs]
     names = [name(p) for p in paths]
     lines = []
     if markdown:
@@ -68,11 +72,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="outcome files, the reference (gloo's) first")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table and list")
+    parser.add_argument("--common", action="store_true",
+                        help="count only the tests that every run ran")
     args = parser.parse_args()
     for path in args.files:
         print(f"{name(path)}: {header(path)}")
     print()
-    print(table(args.files, args.markdown))
+    print(table(args.files, args.markdown, args.common))
 
 
 if __name__ == "__main__":
