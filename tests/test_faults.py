@@ -35,7 +35,7 @@ def test_mismatched_calls_and_a_missing_rank_raise_on_every_rank(config):
         assert set(reported) == {"collective", "count", "dtype", "op", "root", "algo",
                                  "ring count", "reduce_scatter op", "reduce_scatter dtype",
                                  "async count", "reduce root", "reduce op", "gather root",
-                                 "scatter root", "all_to_all splits"}, output
+                                 "gather dtype", "scatter root", "all_to_all splits"}, output
         for kind, ranks in reported.items():
             assert ranks == set(range(n)), (kind, output)
 
