@@ -33,9 +33,13 @@ struct P2pHandle {
   std::shared_ptr<P2pOp> op;
 };
 
+constexpr int kNotPlain = -2;  // P2p.blocking: not a source (kAnySource is -1, ranks from 0)
+
 }  // namespace
 
 void bindP2p(py::module_& m) {
+  m.attr("P2P_MAX_BYTES") = kMaxMessageBytes;
+  m.attr("P2P_NOT_PLAIN") = kNotPlain;
   py::class_<P2pHandle>(m, "P2pOp")
       .def("wait", [](P2pHandle& h, double timeout) {
             py::gil_scoped_release release;
@@ -86,6 +90,25 @@ void bindP2p(py::module_& m) {
             return P2pHandle{p, std::move(op)};
           }, py::arg("send"), py::arg("peer"), py::arg("tag"), py::arg("dtype"),
           py::arg("array"), py::arg("async_op"))
+      // A user's loop of blocking sends or receives (dpcore/comm/p2p.py), in one step: posted,
+      // waited for, its source returned; kNotPlain, with nothing posted, where the array is not
+      // the plain case (not C-contiguous, read-only for a receive, too large): the caller then
+      // runs the full checks, which say what is wrong. peer and tag are checked already.
+      .def("blocking", [](std::shared_ptr<P2p>& p, bool send, int peer, int tag, int dtype,
+                          const py::array& array) {
+            const auto nbytes = static_cast<size_t>(array.nbytes());
+            if (!(array.flags() & py::array::c_style) || (!send && !array.writeable()) ||
+                nbytes > kMaxMessageBytes) {
+              return kNotPlain;
+            }
+            void* data = const_cast<void*>(array.data());
+            py::gil_scoped_release release;
+            const std::shared_ptr<P2pOp> op =
+                p->engine->post(send, peer, tag, static_cast<DType>(dtype), data, nbytes, false);
+            p->engine->wait(*op, -1.0);
+            return op->source;
+          }, py::arg("send"), py::arg("peer"), py::arg("tag"), py::arg("dtype"),
+          py::arg("array"))
       .def("close", [](P2p& p) { return p.engine->close(); },
            py::call_guard<py::gil_scoped_release>(),
            "Finishes the pending ops or fails them at their deadlines, then leaves; returns the "

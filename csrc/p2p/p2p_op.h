@@ -18,6 +18,9 @@
 namespace dpcore {
 
 constexpr int kAnySource = -1;
+// The most bytes one message holds: MPI counts them in an int (mpi_channel.cc), so every channel
+// takes as much and no more.
+constexpr size_t kMaxMessageBytes = (size_t{1} << 31) - 1;
 
 struct P2pOp {
   enum State { kPending = 0, kDone = 1, kFailed = 2 };

@@ -25,7 +25,7 @@ from .work import Work
 
 ANY_SOURCE = -1  # csrc/p2p/p2p_op.h kAnySource
 _MAX_TAG = (1 << 31) - 1
-_MAX_BYTES = (1 << 31) - 1
+_MAX_BYTES = _C.P2P_MAX_BYTES
 
 
 class P2POp(NamedTuple):
@@ -64,10 +64,12 @@ class PointToPoint:
         self._in_flight, self._on_failure = in_flight, on_failure
 
     def send(self, x, peer, tag=0):
-        self._blocking("send", x, peer, tag)
+        if self._plain(True, x, peer, tag) is None:
+            self._blocking("send", x, peer, tag)
 
     def recv(self, out, peer=None, tag=0):
-        return self._blocking("recv", out, peer, tag)
+        source = self._plain(False, out, peer, tag)
+        return self._blocking("recv", out, peer, tag) if source is None else source
 
     def isend(self, x, peer, tag=0):
         return self._start(*self._check("send", x, peer, tag))
@@ -88,6 +90,24 @@ class PointToPoint:
         return self._engine.close()
 
     # -- the checks and the engine's ops ------------------------------------------------------
+
+    def _plain(self, send, array, peer, tag):
+        """A user's loop of blocking calls on NumPy arrays, checked and moved in one step of the
+        engine's (P2p.blocking): the source (a send's: -1); None where this is not the plain
+        case, with nothing posted: the full checks then say what is wrong."""
+        if not (type(array) is np.ndarray and type(peer) is int and type(tag) is int
+                and 0 <= peer < self.size and peer != self.rank and 0 <= tag <= _MAX_TAG):
+            return None
+        code = DTYPES.get(array.dtype)
+        if code is None:
+            return None
+        try:
+            source = self._engine.blocking(send, peer, tag, code, array)
+        except _C.CommError as e:
+            self._in_flight.orphan(array)  # a peer may still read or write it
+            self._on_failure(e)
+            raise
+        return None if source == _C.P2P_NOT_PLAIN else source
 
     def _blocking(self, kind, array, peer, tag):
         send, a, code, copy_in, keep, peer, tag = self._check(kind, array, peer, tag)
