@@ -2,7 +2,9 @@
 rank's Python time per call costs about three times over, so the calls of a user's loop go
 through one-step checks (Communicator.all_reduce's first lines, _C.fits_out). The counts are
 of Python-level calls (functions and builtins) one collective makes, on one rank."""
-from mpi_helpers import run_python
+import pytest
+
+from mpi_helpers import run_mpi, run_python
 
 PROGRAM = """
 import sys
@@ -39,4 +41,40 @@ def test_a_small_call_makes_few_python_calls():
     _, output = run_python(["-c", PROGRAM])
     counted = dict(line.rsplit(" ", 1) for line in output.strip().splitlines())
     for name, most in MOST.items():
+        assert int(counted[name]) <= most, f"{name}: {counted[name]} Python calls, was {most}"
+
+
+P2P_PROGRAM = """
+import sys
+import numpy as np
+import dpcore
+
+comm = dpcore.init()
+x, y = np.ones(2, np.float32), np.empty(2, np.float32)
+peer = 1 - comm.rank
+for counted in (False, True):  # the first round fills the lookups
+    made = []
+    if counted:
+        sys.setprofile(lambda frame, event, arg: made.append(event)
+                       if event in ("call", "c_call") else None)
+    if comm.rank == 0:
+        comm.send(x, peer)
+    else:
+        comm.recv(y, peer)
+    sys.setprofile(None)
+print("send(x, peer)" if comm.rank == 0 else "recv(y, peer)", len(made) - 1)  # less setprofile
+comm.close()
+"""
+
+# send and recv: itself, the owner thread's check (and its get_ident), PointToPoint's, its
+# one-step check and the dtype's lookup, the engine's blocking call (P2p.blocking). Before it:
+# 10 (the full checks and the peer's, the engine's post, then the op's wait).
+P2P_MOST = {"send(x, peer)": 7, "recv(y, peer)": 7}
+
+
+@pytest.mark.mpi
+def test_a_blocking_send_and_recv_make_few_python_calls():
+    _, output = run_mpi(2, ["-c", P2P_PROGRAM])
+    counted = dict(line.rsplit(" ", 1) for line in output.strip().splitlines())
+    for name, most in P2P_MOST.items():
         assert int(counted[name]) <= most, f"{name}: {counted[name]} Python calls, was {most}"
