@@ -94,13 +94,12 @@ void bindDevice(py::module_& m) {
       .def_property_readonly("device", [](DeviceBackend& b) {
             return b.engine().transport().device().name();
           })
+      // this rank's IPC handles (its slots', its events'), which every peer maps
       .def_property_readonly("handle", [](DeviceBackend& b) {
-            const IpcHandle& h = b.engine().transport().handle();
-            return py::bytes(h.bytes, sizeof(h.bytes));
+            return py::bytes(b.engine().transport().handles());
           })
       .def("map_peers", [](DeviceBackend& b, const std::vector<py::bytes>& handles) {
-            std::vector<IpcHandle> all;
-            for (const py::bytes& h : handles) all.push_back(handleOf(h));
+            std::vector<std::string> all(handles.begin(), handles.end());
             py::gil_scoped_release release;
             b.engine().transport().mapPeers(all);
           })

@@ -37,8 +37,9 @@ def test_many_rounds_through_tiny_slots():
 @pytest.mark.parametrize("n", [2, 3])
 def test_what_the_kernels_move_is_counted(n):
     """Issue 25's design targets, counted (Communicator.device_counts), for an all_reduce:
-    - the staged ring: a kernel per ring verb (the schedule the CPU computes), and a host wait
-      after each (the target is none between steps: not met); the bytes the kernels read and
+    - the staged ring: a kernel per ring verb (the schedule the CPU computes), ordered by
+      interprocess events, and one host wait per call, at its end (the target, none between
+      steps: met; there was one after every kernel before); the bytes the kernels read and
       write against the copy floor's (docs/busbw.md: 2R + D): 1.6x on 2 ranks, 1.4x on 3 (the
       target, at most 1.7x: met); at least 99 % of them through 16-byte packs for every count,
       odd, prime or not a multiple of 16 elements, float32 and float16 (the target: met, since
@@ -62,7 +63,7 @@ def test_what_the_kernels_move_is_counted(n):
                 assert c["kernels"] == 1 and c["host_waits"] == 1, c
                 continue
             verbs = _C.ring_trace("all_reduce", count, rank, n, (64 << 10) // size, 0, [])
-            assert c["kernels"] == len(verbs) and c["host_waits"] == c["kernels"], c
+            assert c["kernels"] == len(verbs) and c["host_waits"] == 1, c
             assert round(moved / floor, 3) == {2: 1.6, 3: 1.4}[n], c
     assert len(packed) == 7 * n and len(direct) == 2 * n, (packed, direct)
     assert min(packed.values()) >= 0.99, packed

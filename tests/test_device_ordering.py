@@ -1,8 +1,9 @@
 """The orderings a GPU does not forgive, on the CPU emulation of the device, whose streams run
 kernels, fills and host copies late, after seeded random delays (csrc/cuda/emulated_stream.h),
 and whose memory faults once its owner has gone: each case of scripts/device_ordering.py failed
-before the device transport ordered what it names (issue 25's defects 6, 1, 2 and 3), and buffers
-that every rank dropped are freed (defect 6's leak)."""
+before the device transport ordered what it names (issue 25's defects 6, 1, 2 and 3, and the ring's
+steps, which interprocess events order on the devices), and buffers that every rank dropped are
+freed (defect 6's leak)."""
 import pytest
 
 from mpi_helpers import run_ok
@@ -32,3 +33,7 @@ def test_buffers_every_rank_dropped_are_freed():
 
 def test_a_rank_that_exits_leaves_its_memory_until_the_peers_read_it():
     run_ok("device_ordering.py", 2, "exit", env=EMULATED, timeout=120)
+
+
+def test_the_rings_steps_wait_for_the_peers_events():
+    run_ok("device_ordering.py", 3, "ring", env=EMULATED, timeout=120)

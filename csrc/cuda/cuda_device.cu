@@ -4,11 +4,14 @@
 // last block stores its ticket (device_layer.h; the blocks count in device memory, since atomics
 // on host memory need host-native atomics, which an x86 host over PCIe lacks): the host learns a
 // kernel ended by reading memory, as a peer's host learns it from the host's post, and no kernel
-// ever waits for another process's.
+// ever waits for another process's. The ring's steps are ordered between ranks by interprocess
+// events (cudaEventInterprocess): the reader's stream waits for the writer's event, so the host
+// waits once per call, not once per step.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -121,7 +124,12 @@ class CudaDevice : public Device {
     int saved = 0;
     cudaGetDevice(&saved);
     cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
+    // after a failed call, a wait for a dead peer's event may never end (not seen on a GPU yet)
+    if (!abandoned_) cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (auto& [peer, events] : peerEvents_) {
+      for (cudaEvent_t e : events) cudaEventDestroy(e);
+    }
     for (void* p : opened_) cudaIpcCloseMemHandle(p);
     for (void* p : owned_) cudaFree(p);
     cudaFreeHost(doneHost_);
@@ -227,6 +235,49 @@ class CudaDevice : public Device {
                              "report their end");
   }
 
+  std::string makeEvents(int count) override {
+    CurrentDevice current(device_);
+    std::string handles;
+    for (int k = 0; k < count; ++k) {
+      cudaEvent_t e;
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventInterprocess),
+            "create an interprocess event");
+      events_.push_back(e);
+      cudaIpcEventHandle_t h;
+      check(cudaIpcGetEventHandle(&h, e), "export an event");
+      handles.append(reinterpret_cast<const char*>(&h), sizeof(h));
+    }
+    return handles;
+  }
+
+  void openEvents(int peer, const std::string& handles) override {
+    CurrentDevice current(device_);
+    if (handles.size() % sizeof(cudaIpcEventHandle_t)) {
+      throw std::invalid_argument("dpcore: bad event handles");
+    }
+    std::vector<cudaEvent_t>& events = peerEvents_[peer];
+    for (size_t at = 0; at < handles.size(); at += sizeof(cudaIpcEventHandle_t)) {
+      cudaIpcEventHandle_t h;
+      std::memcpy(&h, handles.data() + at, sizeof(h));
+      cudaEvent_t e;
+      check(cudaIpcOpenEventHandle(&e, h), "open a peer's event (cudaIpcOpenEventHandle)");
+      events.push_back(e);
+    }
+  }
+
+  void record(int event) override {
+    CurrentDevice current(device_);
+    check(cudaEventRecord(events_.at(event), stream_), "record an event");
+  }
+
+  void await(int peer, int event) override {
+    CurrentDevice current(device_);
+    check(cudaStreamWaitEvent(stream_, peerEvents_.at(peer).at(event), 0),
+          "wait for a peer's event");
+  }
+
+  void abandon() override { abandoned_ = true; }
+
  private:
   int device_;
   int multiprocessors_ = 0;
@@ -236,6 +287,9 @@ class CudaDevice : public Device {
   uint64_t* arrivals_ = nullptr;    // the running kernel's blocks that ended, in device memory
   uint64_t launched_ = 0;
   std::vector<void*> owned_, opened_;
+  std::vector<cudaEvent_t> events_;                      // this rank's interprocess events
+  std::map<int, std::vector<cudaEvent_t>> peerEvents_;  // the peers', opened here, by rank
+  bool abandoned_ = false;
   Marks<cudaEvent_t> marks_;
 };
 

@@ -62,6 +62,22 @@ class Device {
   // and to the peers' next kernels.
   virtual uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) = 0;
   virtual bool done(uint64_t ticket) = 0;  // throws if the device reported an error
+
+  // Interprocess events (cudaIpcEventHandle_t), which order one rank's queued work after a
+  // peer's on the device itself, with no host waiting for either and no kernel spinning (the
+  // GPU holds a stream at the wait). makeEvents: this rank's `count` events, and their handles
+  // for the peers to open (openEvents, under the peer's rank). record(e): this rank's event e
+  // completes once the work queued so far has ended; await(peer, e): the work queued here next
+  // starts once the peer's event e, as last recorded before this call, has completed. So a
+  // peer may record e again only once this rank has awaited it: the FIFOs' host counters order
+  // that (DevicePrims).
+  virtual std::string makeEvents(int count) = 0;
+  virtual void openEvents(int peer, const std::string& handles) = 0;
+  virtual void record(int event) = 0;
+  virtual void await(int peer, int event) = 0;
+  // The call failed: work still queued may wait for a peer that will never record, or write
+  // memory of a peer that is gone. The emulation drops it; a GPU runs what it has.
+  virtual void abandon() = 0;
 };
 
 // The marks a device made (Device::mark) and has not followed yet, by number: made on the

@@ -1,9 +1,18 @@
 // The ring's verbs (algo/ring.h), one-shot's payloads (algo/one_shot.h) and direct's peer
-// memory (algo/direct.h) over device memory:
-// each verb is one reduceCopy kernel (reduce_copy.h), fused as NCCL fuses them. Rank r's kernels
-// push into rank r+1's FIFO through its mapping, and read their own. The waits for a slot and
-// the posts after a kernel are the host FIFO's (ShmTransport); DeviceTransport::run returns
-// once the kernel has ended, so a post always follows the data it announces.
+// memory (algo/direct.h) over device memory.
+//
+// The ring: each verb is one reduceCopy kernel (reduce_copy.h), fused as NCCL fuses them. Rank
+// r's kernels push into rank r+1's FIFO through its mapping, and read their own. A slot is
+// handed on by the host FIFO's counters (ShmTransport) and by a pair of interprocess events per
+// slot, so that no host waits for a kernel between steps:
+//   send side: wait (host) until the next rank has queued the reading of the slot's last use
+//              (its post), make our stream wait for its `drained` event, queue our kernel,
+//              record our `filled` event, post;
+//   recv side: wait (host) for the previous rank's post, make our stream wait for its `filled`
+//              event, queue our kernel, record our `drained` event, post.
+// An event is recorded again only after the peer has awaited it: its next record needs the
+// peer's post that follows the await. finish() is the call's one host wait, for the last kernel,
+// whose end means every earlier one has ended (one stream).
 //
 // A segment sits in its slot at its own address modulo 16 in the sender's buffer, so that the
 // slot, the sources and the destinations of both kernels of a hop agree modulo 16 wherever the
@@ -29,71 +38,93 @@ class DevicePrims {
 
   void send(const void* src, size_t count) {
     TraceSpan span = spans_.next("send", count * elemSize_);
-    run({src}, {sendSlot(src)}, count, 0);
-    postSend();
+    const Slot out = sendSlot(src);
+    run({src}, {out.at}, count, 0);
+    postSend(out);
   }
   void recv(void* dst, size_t count) {
     TraceSpan span = spans_.next("recv", count * elemSize_);
-    run({recvSlot()}, {dst}, count, 0);
-    postRecv();
+    const Slot in = recvSlot();
+    run({in.at}, {dst}, count, 0);
+    postRecv(in);
   }
   void recvReduceSend(const void* src, size_t count) {
     TraceSpan span = spans_.next("recvReduceSend", count * elemSize_);
-    const char* in = recvSlot();
-    run({in, src}, {sendSlot(src)}, count, 0);
-    postSend();
-    postRecv();
+    const Slot in = recvSlot(), out = sendSlot(src);
+    run({in.at, src}, {out.at}, count, 0);
+    postSend(out);
+    postRecv(in);
   }
   void recvReduceCopySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("recvReduceCopySend", count * elemSize_);
-    const char* in = recvSlot();
-    run({in, src}, {dst, sendSlot(dst)}, count, divisor_);
-    postSend();
-    postRecv();
+    const Slot in = recvSlot(), out = sendSlot(dst);
+    run({in.at, src}, {dst, out.at}, count, divisor_);
+    postSend(out);
+    postRecv(in);
   }
   void recvReduceCopy(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("recvReduceCopy", count * elemSize_);
-    run({recvSlot(), src}, {dst}, count, divisor_);
-    postRecv();
+    const Slot in = recvSlot();
+    run({in.at, src}, {dst}, count, divisor_);
+    postRecv(in);
   }
   void recvCopySend(void* dst, size_t count) {
     TraceSpan span = spans_.next("recvCopySend", count * elemSize_);
-    const char* in = recvSlot();
-    run({in}, {dst, sendSlot(dst)}, count, 0);
-    postSend();
-    postRecv();
+    const Slot in = recvSlot(), out = sendSlot(dst);
+    run({in.at}, {dst, out.at}, count, 0);
+    postSend(out);
+    postRecv(in);
   }
   void copySend(const void* src, void* dst, size_t count) {
     TraceSpan span = spans_.next("copySend", count * elemSize_);
-    char* out = sendSlot(dst);
-    if (dst != src) run({src}, {out, dst}, count, 0);
-    else run({src}, {out}, count, 0);
-    postSend();
+    const Slot out = sendSlot(dst);
+    if (dst != src) run({src}, {out.at, dst}, count, 0);
+    else run({src}, {out.at}, count, 0);
+    postSend(out);
   }
-  void finish() {}  // every verb handed its slots over already
+  // the call's one host wait: its outputs are the caller's once this returns
+  void finish() { t_.waitFor(last_); }
 
  private:
+  struct Slot {
+    char* at;        // where the segment lies in the slot
+    uint64_t index;  // the slot's number, as the FIFO's counters give it
+  };
+
   // The next rank's slot for `segment` (where the segment lies in this rank's buffer: its
   // output where the verb writes one, which the later hops move too, else its input), at the
-  // segment's offset modulo 16, noted for the receiver.
-  char* sendSlot(const void* segment) {
+  // segment's offset modulo 16, noted for the receiver; the kernel queued next waits until the
+  // next rank's kernel that read the slot's last use has ended.
+  Slot sendSlot(const void* segment) {
     const int next = (t_.rank() + 1) % t_.size();
     const uint64_t index = t_.control().waitSendSlot();
     const auto at = static_cast<unsigned char>(reinterpret_cast<uintptr_t>(segment) %
                                                DeviceTransport::kHeadroom);
     *t_.control().hostSlot(next, index) = static_cast<char>(at);
-    return t_.fifoSlot(next, index) + at;
+    t_.awaitDrained(index);
+    return {t_.fifoSlot(next, index) + at, index};
   }
-  const char* recvSlot() {
+  // Our slot, once the previous rank has posted it; the kernel queued next waits until the
+  // previous rank's kernel that filled it has ended.
+  Slot recvSlot() {
     const uint64_t index = t_.control().waitRecvSlot();
     const auto at = static_cast<unsigned char>(*t_.control().hostSlot(t_.rank(), index));
-    return t_.fifoSlot(t_.rank(), index) + at;
+    t_.awaitFilled(index);
+    return {t_.fifoSlot(t_.rank(), index) + at, index};
   }
-  void postSend() { t_.control().postSend(); }
-  void postRecv() { t_.control().postRecv(); }
+  // After the verb's kernel is queued: its event, then the post that lets the peer await it.
+  void postSend(const Slot& out) {
+    t_.markFilled(out.index);
+    t_.control().postSend();
+  }
+  void postRecv(const Slot& in) {
+    t_.markDrained(in.index);
+    t_.control().postRecv();
+  }
 
   // A reduction of two sources (the slot that arrived, then ours, as on the CPU), or a copy:
   // one source, which the kernel moves as it is (op and rounding never apply to one value).
+  // Queued, not waited for.
   void run(std::initializer_list<const void*> srcs, std::initializer_list<void*> dsts,
            size_t count, int divisor) {
     ReduceCopyArgs args;
@@ -101,7 +132,7 @@ class DevicePrims {
     for (void* d : dsts) args.dsts[args.numDsts++] = d;
     args.count = count;
     args.divisor = divisor;
-    t_.run(dtype_, op_, args);
+    if (const uint64_t ticket = t_.launch(dtype_, op_, args)) last_ = ticket;
   }
 
   DeviceTransport& t_;
@@ -110,6 +141,7 @@ class DevicePrims {
   size_t elemSize_;
   int divisor_;
   StepSpans spans_;
+  uint64_t last_ = 0;  // the ticket of the last kernel queued
 };
 
 // One-shot's interface: every rank's payload in its device one-shot slot, and the kernels.

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "algo/one_shot.h"
@@ -42,12 +43,25 @@ DeviceTransport::DeviceTransport(std::unique_ptr<Device> device, const std::stri
       control_(controlName, create, rank, controlConfig(size, config), spinUs) {
   checkRingSlots(config.fifoSlots, config.slotBytes);
   peers_.assign(size, nullptr);
-  peers_[rank] = static_cast<char*>(device_->allocShared(bytes(), &handle_));
+  IpcHandle memory;
+  peers_[rank] = static_cast<char*>(device_->allocShared(bytes(), &memory));
+  handles_.assign(memory.bytes, sizeof(memory.bytes));
+  handles_ += device_->makeEvents(2 * config.fifoSlots);  // the ring's: filled, drained
 }
 
-void DeviceTransport::mapPeers(const std::vector<IpcHandle>& handles) {
+void DeviceTransport::mapPeers(const std::vector<std::string>& handles) {
   for (int r = 0; r < size(); ++r) {
-    if (r != rank()) peers_[r] = static_cast<char*>(device_->openShared(handles[r], bytes()));
+    if (r == rank()) continue;
+    if (handles[r].size() < sizeof(IpcHandle::bytes)) {
+      throw std::invalid_argument("dpcore: bad IPC handles");
+    }
+    IpcHandle memory;
+    std::memcpy(memory.bytes, handles[r].data(), sizeof(memory.bytes));
+    peers_[r] = static_cast<char*>(device_->openShared(memory, bytes()));
+    // the ring awaits the events of its two neighbours alone
+    if (r == prevRank() || r == nextRank()) {
+      device_->openEvents(r, handles[r].substr(sizeof(memory.bytes)));
+    }
   }
 }
 
@@ -201,17 +215,27 @@ void DeviceTransport::copy(void* dst, const void* src, size_t bytes) {
   reduce(DType::kUInt8, ReduceOp::kSum, &src, 1, &dst, 1, bytes, 0, false);  // bytes as they are
 }
 
-void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
-  if (args.count == 0) return;
+uint64_t DeviceTransport::launch(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
+  if (args.count == 0) return 0;
   const size_t elem = dtypeSize(dtype), perPack = 16 / elem;
   const size_t packed = (args.count - packHead(args, elem)) / perPack * perPack;  // reduceCopy's
   ++counts_.kernels;
-  ++counts_.hostWaits;  // the loop below
   counts_.bytesRead += args.numSrcs * args.count * elem;
   counts_.bytesWritten += args.numDsts * args.count * elem;
   counts_.packedBytes += (args.numSrcs + args.numDsts) * packed * elem;
   try {
-    const uint64_t ticket = device_->launch(dtype, op, args);
+    return device_->launch(dtype, op, args);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {  // the device's own error: the call fails on every rank
+    call_->fail(e.what());
+  }
+}
+
+void DeviceTransport::waitFor(uint64_t ticket) {
+  if (ticket == 0) return;
+  ++counts_.hostWaits;
+  try {
     // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels)
     // that share the cores run, and watch the peers and the deadline meanwhile.
     for (int spin = 0; !device_->done(ticket); ++spin) {
@@ -221,7 +245,7 @@ void DeviceTransport::run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) 
     }
   } catch (const CommError&) {
     throw;
-  } catch (const std::exception& e) {  // the device's own error: the call fails on every rank
+  } catch (const std::exception& e) {
     call_->fail(e.what());
   }
 }

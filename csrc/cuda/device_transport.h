@@ -4,11 +4,15 @@
 // headers, the FIFOs' counters, liveness and failure, exactly as for CPU buffers, so matching,
 // deadlines and the news of a dead peer are the CPU path's.
 //
-// Every verb is one kernel, and a rank posts a counter only once its kernel has ended (its
-// blocks' release-adds, seen by the host): the next rank's host then launches the kernel that
-// reads it. Steps between ranks are therefore ordered by the hosts, never by a kernel waiting
-// for another process's kernel, so ranks that share one GPU (whose kernels the GPU time-slices)
-// cannot deadlock, and the same schedule runs on one GPU or eight.
+// Every ring verb is one kernel, and the ranks' steps are ordered on the devices by interprocess
+// events, never by a kernel waiting for another process's kernel: a rank records an event after
+// the kernel that fills a slot of the next rank's FIFO and posts the FIFO's host counter at
+// once; the next rank's host, seeing the post, makes its stream wait for that event and queues
+// the kernel that reads the slot, then records an event of its own that frees the slot again
+// (DevicePrims). The host queues a call's kernels as fast as the FIFO's counters let it and
+// waits once, for the last. Ranks that share one GPU (whose kernels the GPU time-slices) cannot
+// deadlock, since a stream waiting for an event holds no multiprocessor, and the same schedule
+// runs on one GPU or eight. One-shot, direct and the exchanges wait for each kernel's end.
 //
 // Device memory per rank, one allocation: its FIFO (fifoSlots slots of slotBytes, filled by the
 // previous rank's kernels) and two one-shot slots (the call's parity), 16 bytes of headroom each
@@ -63,10 +67,11 @@ class DeviceTransport {
   DeviceTransport(std::unique_ptr<Device> device, const std::string& controlName, bool create,
                   int rank, int size, const DeviceConfig& config, double spinUs);
 
-  // Set-up, on every rank in turn: this rank's handle, then every rank's (mapped here), then,
-  // once all ranks have mapped all, device().unlinkShared().
-  const IpcHandle& handle() const { return handle_; }
-  void mapPeers(const std::vector<IpcHandle>& handles);
+  // Set-up, on every rank in turn: this rank's handles (its allocation's, then its events'),
+  // then every rank's (mapped here), then, once all ranks have mapped all,
+  // device().unlinkShared().
+  const std::string& handles() const { return handles_; }
+  void mapPeers(const std::vector<std::string>& handles);
   Device& device() { return *device_; }
 
   // Regions (comm.alloc(device="cuda")), collectively: each rank allocates its buffer, then
@@ -105,7 +110,10 @@ class DeviceTransport {
   DevicePayloads payloads(const Task& task, const std::vector<CollHeader>& headers);
   DevicePeerMemory peerMemory(const std::vector<CollHeader>& headers);
   void copyAlone(void* out, const void* in, size_t bytes);
-  void abort(const std::string& message) { control_.abort(message); }
+  void abort(const std::string& message) {
+    device_->abandon();
+    control_.abort(message);
+  }
   void leave(const std::string& why) { control_.leave(why); }
   void passOn(const std::string& news) { control_.passOn(news); }
 
@@ -113,8 +121,22 @@ class DeviceTransport {
   ShmTransport& control() { return control_; }
   char* fifoSlot(int r, uint64_t index) const;  // rank r's FIFO, slot index % fifoSlots
   char* oneShotSlot(int r) const;               // rank r's one-shot slot of this call's parity
-  // Launches reduceCopy and waits, watching the peers and the deadline, until it has ended.
-  void run(DType dtype, ReduceOp op, const ReduceCopyArgs& args);
+  // Queues reduceCopy and returns its ticket (0: nothing to run); waitFor(ticket) waits,
+  // watching the peers and the deadline, until that kernel and every earlier one have ended;
+  // run does both.
+  uint64_t launch(DType dtype, ReduceOp op, const ReduceCopyArgs& args);
+  void waitFor(uint64_t ticket);
+  void run(DType dtype, ReduceOp op, const ReduceCopyArgs& args) {
+    waitFor(launch(dtype, op, args));
+  }
+  // The ring's events, one pair per FIFO slot (index: the slot's number, as the FIFO's counters
+  // give it): filled after this rank's kernel wrote the next rank's slot, drained after its
+  // kernel read its own. awaitFilled: what this rank queues next waits until the previous rank
+  // filled our slot; awaitDrained: until the next rank has drained its slot, which we fill next.
+  void markFilled(uint64_t index) { device_->record(filledEvent(index)); }
+  void markDrained(uint64_t index) { device_->record(drainedEvent(index)); }
+  void awaitFilled(uint64_t index) { device_->await(prevRank(), filledEvent(index)); }
+  void awaitDrained(uint64_t index) { device_->await(nextRank(), drainedEvent(index)); }
   // every output = inputs reduced in order, rounding after every op (roundEach) or once; or a
   // copy
   void reduce(DType dtype, ReduceOp op, const void* const* inputs, int numInputs,
@@ -126,11 +148,17 @@ class DeviceTransport {
   size_t slotStride() const { return config_.slotBytes + kHeadroom; }
   size_t oneShotStride() const { return config_.oneShotBytes + kHeadroom; }
   size_t bytes() const { return config_.fifoSlots * slotStride() + 2 * oneShotStride(); }
+  int nextRank() const { return (rank() + 1) % size(); }
+  int prevRank() const { return (rank() + size() - 1) % size(); }
+  int filledEvent(uint64_t index) const { return static_cast<int>(index % config_.fifoSlots); }
+  int drainedEvent(uint64_t index) const {
+    return config_.fifoSlots + static_cast<int>(index % config_.fifoSlots);
+  }
 
   std::unique_ptr<Device> device_;
   DeviceConfig config_;
   ShmTransport control_;
-  IpcHandle handle_;
+  std::string handles_;  // this rank's allocation's IPC handle, then its events'
   std::vector<char*> peers_;  // every rank's allocation, as mapped here (ours: our own)
   struct Region {
     size_t bytes;

@@ -6,18 +6,23 @@
 // seen only at the next launch, as stream order), so ThreadSanitizer checks the synchronisation
 // the GPU relies on.
 //
-// And as on the GPU, nothing happens when it is asked for: kernels, fills and waits for a
-// caller's stream go to the device's stream (emulated_stream.h), which runs them in order after
-// seeded random delays; fresh memory holds garbage until its queued zero-fill lands; and the
-// memory is truncated when its owner exits, so a peer that still reads it faults.
+// And as on the GPU, nothing happens when it is asked for: kernels, fills, events and waits for
+// a caller's stream or a peer's event go to the device's stream (emulated_stream.h), which runs
+// them in order after seeded random delays; fresh memory holds garbage until its queued
+// zero-fill lands; and the memory is truncated when its owner exits, so a peer that still reads
+// it faults. An interprocess event is two words in a shared segment: how often its owner's host
+// recorded it, and how many of those records its stream has reached; a peer's stream, at an
+// await, waits until the second reaches what the first said when the await was queued.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -108,7 +113,8 @@ class EmulatedDevice : public Device {
   EmulatedDevice(unsigned blocks, unsigned threads)
       : grid_(checked(blocks, threads), threads), stream_(std::make_unique<EmulatedStream>(2)) {}
   ~EmulatedDevice() override {
-    stream_.reset();  // its queued work ends before the memory goes
+    abandoned_.store(true);  // nothing more is recorded: an await still queued would never end
+    stream_.reset();         // its queued work ends before the memory goes
     for (int fd : fds_) exitUnmap(fd);
   }
 
@@ -143,6 +149,7 @@ class EmulatedDevice : public Device {
 
   void unlinkShared() override {
     for (auto& segment : owned_) segment->unlink();
+    if (events_) events_->unlink();
   }
 
   void freeShared(void* p) override {
@@ -194,14 +201,67 @@ class EmulatedDevice : public Device {
         body = [args](const KernelThread& me) { reduceCopy<E, Op>(me, args); };
       });
     }
-    stream_->enqueue([this, body] { grid_.run(body); });
+    stream_->enqueue([this, body] {
+      if (!abandoned_.load()) grid_.run(body);
+    });
     return args.ticket;
   }
 
   bool done(uint64_t ticket) override { return acquireLoad(&kernelsDone_) >= ticket; }
 
+  std::string makeEvents(int count) override {
+    static std::atomic<unsigned> made{0};
+    const std::string name = "/dpcore-" + std::to_string(getpid()) + "-emulated-events-" +
+                             std::to_string(made++);
+    events_ = std::make_unique<ShmSegment>(name, count * sizeof(Event), true);  // zeros
+    std::string handles(kNameBytes + sizeof(int), '\0');
+    name.copy(&handles[0], kNameBytes - 1);
+    std::memcpy(&handles[kNameBytes], &count, sizeof(int));
+    return handles;
+  }
+  void openEvents(int peer, const std::string& handles) override {
+    if (handles.size() != kNameBytes + sizeof(int)) {
+      throw std::invalid_argument("dpcore: bad event handles");
+    }
+    int count = 0;
+    std::memcpy(&count, &handles[kNameBytes], sizeof(int));
+    peerEvents_[peer] = std::make_unique<ShmSegment>(handles.substr(0, handles.find('\0')),
+                                                     count * sizeof(Event), false);
+  }
+  void record(int event) override {
+    Event* e = eventAt(events_.get(), event);
+    const uint64_t made = acquireLoad(&e->recorded) + 1;  // this host alone writes it
+    releaseStore(&e->recorded, made);
+    stream_->enqueue([e, made] { releaseStore(&e->reached, made); });
+  }
+  void await(int peer, int event) override {
+    const auto it = peerEvents_.find(peer);
+    if (it == peerEvents_.end()) throw std::logic_error("dpcore: a peer's events, never opened");
+    Event* e = eventAt(it->second.get(), event);
+    const uint64_t recorded = acquireLoad(&e->recorded);
+    // the GPU holds the stream here without running anything; the emulation's stream thread
+    // polls, and gives up once the device is abandoned (a peer that died never records)
+    stream_->enqueue([this, e, recorded] {
+      while (acquireLoad(&e->reached) < recorded && !abandoned_.load()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(2));
+      }
+    });
+  }
+  void abandon() override { abandoned_.store(true); }
+
  private:
   static constexpr int kGarbage = 0xA5;
+  static constexpr size_t kNameBytes = sizeof(IpcHandle::bytes);
+  struct Event {
+    uint64_t recorded;  // by its owner's host: how many records were asked for
+    uint64_t reached;   // by its owner's stream: how many of them it has run
+  };
+  static Event* eventAt(ShmSegment* events, int event) {
+    if (!events || (event + 1) * sizeof(Event) > events->size()) {
+      throw std::out_of_range("dpcore: no such event");
+    }
+    return reinterpret_cast<Event*>(events->data()) + event;
+  }
   struct Mark {
     std::shared_ptr<EmulatedStream> stream;
     uint64_t ticket;  // the work queued there when the mark was made
@@ -220,6 +280,9 @@ class EmulatedDevice : public Device {
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
   std::vector<int> fds_;     // owned_'s, one each, truncated when this device goes
   Marks<Mark> marks_;
+  std::unique_ptr<ShmSegment> events_;                      // this rank's events
+  std::map<int, std::unique_ptr<ShmSegment>> peerEvents_;  // by peer rank
+  std::atomic<bool> abandoned_{false};
   ThreadGrid grid_;          // its threads stop before the memory they may write goes
   std::unique_ptr<EmulatedStream> stream_;  // last: stops before the grid it drives
 };

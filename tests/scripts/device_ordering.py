@@ -12,6 +12,9 @@ leaves an ordering to luck. Run by tests/test_device_ordering.py.
                rank dropped are freed (and unmapped) at a later alloc, not kept to the end
   exit         rank 0's kernels start 0.3 s late; rank 1 closes and exits as soon as its call
                returns: its memory must stay until rank 0 has read it
+  ring         the ring through two 1 KiB slots, every kernel 0-2 ms late, the host waiting
+               only at the call's end: a kernel must not read a slot before the previous rank's
+               kernel has filled it, nor fill one the next rank's kernel has not drained
 
 Usage: mpiexec -n K python -m mpi4py device_ordering.py CASE
 """
@@ -30,6 +33,9 @@ SLOW = {"fill": 50_000, "peer-writes": 50_000, "exit": 300_000}  # rank 0's dela
 if case in SLOW:  # read as the streams are made, at their first use
     slow = SLOW[case] if MPI.COMM_WORLD.rank == 0 else 0
     os.environ["DPCORE_EMULATION_DELAY_US"] = f"{slow}-{slow}"
+if case == "ring":  # each slot used a dozen times a call, without a thousand slow kernels
+    os.environ.update(DPCORE_EMULATION_DELAY_US="0-2000", DPCORE_SLOT_BYTES="1024",
+                      DPCORE_FIFO_SLOTS="2")
 
 comm = dpcore.init(timeout=30)
 rank, size = comm.rank, comm.size
@@ -70,6 +76,12 @@ elif case == "free":
         del x
         counts.append(mapped())
     check.true(counts[-1] <= counts[2], f"mappings after each step: {counts}")
+elif case == "ring":
+    x = emulated.empty(count, np.float32)
+    for i in range(4):
+        x.set(np.full(count, rank + 1 + i, np.float32))
+        y = comm.all_reduce(x, algo="ring")
+        check.equal(y.get(), np.full(count, total + size * i, np.float32), f"round {i}")
 elif case == "exit":
     y = comm.all_reduce(emulated.asarray(np.full(count, rank + 1, np.float32)), algo="one_shot")
     check.equal(y.get(), np.full(count, total, np.float32), "the sum")
