@@ -13,7 +13,11 @@
 // The executors:
 //   exchangeOverMemory: every transfer is one copy, out of the source's one-shot payload where
 //     it published one, else out of its input in place (readInput), in which case every rank
-//     waits at the end until all are done reading (DirectStage::kDone), as direct does.
+//     waits at the end until all are done reading (DirectStage::kDone), as direct does. A
+//     gather's shards that were not published are pushed instead, where the peer memory writes
+//     (writeOutput): each sender writes its shard into the root's output, all at once, where
+//     the root would read them one after another (its time is the call's); the same final
+//     wait tells the root they have landed.
 //   exchangeOverMessages: where no peer memory is mapped (MPI), each transfer is one message:
 //     the receives of what comes here are posted, then the sends of what goes out, then the wait.
 // Messages, the interface of the second:
@@ -122,11 +126,22 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
   bool everyPayload = true;
   for (int r = 0; r < plan.size(); ++r) everyPayload = everyPayload && published(r);
   const bool stream = peers.streams(task.total * dtypeSize(task.dtype));  // large outputs
+  auto pushed = [&](const Transfer& t) {
+    if constexpr (Peers::kWritesOutputs) return task.coll == Coll::kGather && !published(t.from);
+    else return false;
+  };
   plan.forEach(rank, [&](const Transfer& t, bool) {  // each rank takes what comes to it
     char* dst = out + t.toAt;
+    if constexpr (Peers::kWritesOutputs) {
+      if (t.from == rank && t.to != rank && pushed(t)) {
+        peers.writeOutput(t.to, t.toAt, in + t.fromAt, t.bytes, stream);
+      }
+    }
     if (t.to != rank) return;
     if (t.from == rank) {
       if (in + t.fromAt != dst) peers.copyToOutput(dst, in + t.fromAt, t.bytes, stream);
+    } else if (pushed(t)) {
+      // its sender writes it
     } else if (published(t.from)) {
       payloads.copy(dst, payloads.payload(t.from) + t.fromAt, t.bytes);
     } else {
@@ -134,7 +149,8 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
     }
   });
   if (everyPayload) return;  // the payloads stay until the peers' next call
-  peers.signal(DirectStage::kDone);  // our input must not change while a peer reads it
+  // our input must not change while a peer reads it; the root's output is whole once all pushed
+  peers.signal(DirectStage::kDone);
   peers.waitAll(DirectStage::kDone);
 }
 

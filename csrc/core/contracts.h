@@ -45,6 +45,7 @@ constexpr bool gives() {
 // T::kPeerMemory and M::kMapped, as `if constexpr` needs them: compile-time bools.
 template <class T> using PeerMemoryFlag = std::integral_constant<bool, T::kPeerMemory>;
 template <class M> using MappedFlag = std::integral_constant<bool, M::kMapped>;
+template <class M> using WritesFlag = std::integral_constant<bool, M::kWritesOutputs>;
 template <class T>
 constexpr bool peerMemoryOn() {
   if constexpr (has<PeerMemoryFlag, T>) return T::kPeerMemory;
@@ -53,6 +54,11 @@ constexpr bool peerMemoryOn() {
 template <class M>
 constexpr bool mappedOn() {
   if constexpr (has<MappedFlag, M>) return M::kMapped;
+  else return false;
+}
+template <class M>
+constexpr bool writesOn() {
+  if constexpr (has<WritesFlag, M>) return M::kWritesOutputs;
   else return false;
 }
 
@@ -159,6 +165,9 @@ using ReduceInOrder = decltype(a<M>().reduceInOrder(arg::dtype, arg::op, arg::in
                                                     arg::outputs, arg::rank, arg::count,
                                                     arg::divisor));
 template <class M> using Output = decltype(a<M>().output(arg::rank, arg::offset));
+template <class M>
+using WriteOutput = decltype(a<M>().writeOutput(arg::rank, arg::offset, arg::src, arg::bytes,
+                                                arg::stream));
 
 template <class M>
 constexpr bool isPeerMemory() {
@@ -175,6 +184,13 @@ constexpr bool isPeerMemory() {
                                            "output this large is written past the cache");
   static_assert(has<CopyToOutput, M>, "PeerMemory: copyToOutput(void* dst, const void* src, "
                                       "size_t bytes, bool stream): this rank's own part");
+  static_assert(has<WritesFlag, M>, "PeerMemory: static constexpr bool kWritesOutputs: whether "
+                                  "this rank may write the peers' outputs (writeOutput)");
+  if constexpr (writesOn<M>()) {
+    static_assert(has<WriteOutput, M>, "PeerMemory, kWritesOutputs: writeOutput(int peer, size_t "
+                                       "offset, const void* src, size_t bytes, bool stream): "
+                                       "bytes into a peer's output");
+  }
   if constexpr (mappedOn<M>()) {
     static_assert(gives<Input, M, const void*>(), "PeerMemory, kMapped: input(int peer, size_t "
                                                   "offset): a peer's input, addressable here");

@@ -1,4 +1,5 @@
-// readPeer (peer_read.h): process_vm_readv, repeated until every byte has come.
+// readPeer and writePeer (peer_read.h): process_vm_readv / writev, repeated until every byte
+// has gone.
 #include "cpu/peer_read.h"
 
 #include <sys/uio.h>
@@ -6,23 +7,38 @@
 #include <cerrno>
 
 namespace dpcore {
+namespace {
 
-int readPeer(pid_t pid, uint64_t remote, void* local, size_t bytes) {
-  auto dst = static_cast<char*>(local);
+using Move = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                         unsigned long);
+
+int movePeer(Move move, pid_t pid, uint64_t remote, char* local, size_t bytes) {
   while (bytes > 0) {
-    iovec localIov{dst, bytes};
+    iovec localIov{local, bytes};
     iovec remoteIov{reinterpret_cast<void*>(remote), bytes};
-    ssize_t got = process_vm_readv(pid, &localIov, 1, &remoteIov, 1, 0);
-    if (got < 0) {
+    ssize_t moved = move(pid, &localIov, 1, &remoteIov, 1, 0);
+    if (moved < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
-    if (got == 0) return EFAULT;
-    dst += got;  // a partial read (page boundary of a short mapping): carry on
-    remote += static_cast<uint64_t>(got);
-    bytes -= static_cast<size_t>(got);
+    if (moved == 0) return EFAULT;
+    local += moved;  // a partial move (page boundary of a short mapping): carry on
+    remote += static_cast<uint64_t>(moved);
+    bytes -= static_cast<size_t>(moved);
   }
   return 0;
+}
+
+}  // namespace
+
+int readPeer(pid_t pid, uint64_t remote, void* local, size_t bytes) {
+  return movePeer(process_vm_readv, pid, remote, static_cast<char*>(local), bytes);
+}
+
+int writePeer(pid_t pid, uint64_t remote, const void* local, size_t bytes) {
+  // process_vm_writev only reads the local iovec's memory
+  return movePeer(process_vm_writev, pid, remote, const_cast<char*>(static_cast<const char*>(local)),
+                  bytes);
 }
 
 }  // namespace dpcore

@@ -55,17 +55,33 @@ class SharedBuffers {
   // stream: with streaming stores (copyToOutput), for destinations past the cache.
   bool copyFrom(int peer, uint32_t id, uint64_t remote, void* dst, size_t bytes,
                 bool stream) const {
-    std::lock_guard<std::mutex> lock(mu_);  // the region may not be unmapped mid-copy
+    return withMapping(peer, id, remote, bytes, [&](char* there) {
+      copyToOutput(dst, there, bytes, stream);
+    });
+  }
+  // The same, to rank `peer`'s buffer from `src`.
+  bool copyTo(int peer, uint32_t id, uint64_t remote, const void* src, size_t bytes,
+              bool stream) const {
+    return withMapping(peer, id, remote, bytes, [&](char* there) {
+      copyToOutput(there, src, bytes, stream);
+    });
+  }
+
+ private:
+  // copy(where [remote, remote + bytes) of the peer lies here), under the lock: the region may
+  // not be unmapped mid-copy. false: not mapped here.
+  template <class Copy>
+  bool withMapping(int peer, uint32_t id, uint64_t remote, size_t bytes, Copy copy) const {
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = regions_.find(id);
     if (it == regions_.end()) return false;
     const Region& r = it->second;
     const uint64_t base = r.bases[peer];
     if (remote < base || remote + bytes > base + r.bytes) return false;
-    copyToOutput(dst, r.mapped[peer] + (remote - base), bytes, stream);
+    copy(r.mapped[peer] + (remote - base));
     return true;
   }
 
- private:
   struct Region {
     char* local;  // this rank's own buffer
     size_t bytes;

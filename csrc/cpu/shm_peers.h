@@ -28,6 +28,7 @@ class ShmPayloads : public HostLoops {
 class ShmPeerMemory : public HostLoops {
  public:
   static constexpr bool kMapped = false;  // a peer's memory is read by a copy (readFrom)
+  static constexpr bool kWritesOutputs = true;  // and written by one (writeTo)
   ShmPeerMemory(ShmTransport& t, const std::vector<CollHeader>& headers)
       : t_(t), headers_(headers) {}
 
@@ -38,6 +39,10 @@ class ShmPeerMemory : public HostLoops {
   void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
     const ShmMeta m = headers_[peer].meta<ShmMeta>();
     t_.readFrom(peer, m.outAddr + offset, m.outRegion, dst, bytes, stream);
+  }
+  void writeOutput(int peer, size_t offset, const void* src, size_t bytes, bool stream) {
+    const ShmMeta m = headers_[peer].meta<ShmMeta>();
+    t_.writeTo(peer, m.outAddr + offset, m.outRegion, src, bytes, stream);
   }
   void signal(DirectStage stage) { t_.signal(stage); }
   void waitAll(DirectStage stage) { t_.waitAll(stage); }

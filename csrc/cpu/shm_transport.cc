@@ -251,33 +251,30 @@ void ShmTransport::waitAllReach(Counter RankControl::*stage, uint64_t mark, cons
   waitUntil(all, [&] { return ranksBehind(stage, mark) + what; });
 }
 
-// Reads in pieces, so that a peer's failure (the abort flag) stops a long read early: through
-// this rank's mapping where the peer's data is in a shared buffer, else by a kernel copy.
-// stream: the destination is the user's output and too large to stay in cache (stream_copy.h);
-// only a copy through a mapping can stream, the kernel's copy cannot be told to.
 void ShmTransport::readFrom(int peer, uint64_t remote, uint32_t region, void* local,
                             size_t bytes, bool stream) {
-  constexpr size_t kPiece = 4 << 20;
-  auto pid = static_cast<pid_t>(
-      layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
   auto dst = static_cast<char*>(local);
-  for (size_t done = 0; done < bytes; done += kPiece) {
-    checkAbort();
-    size_t len = std::min(kPiece, bytes - done);
+  movePeer(peer, "read", "process_vm_readv", bytes, [&](size_t done, size_t len) {
     if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len, stream)) {
-      continue;
+      return 0;
     }
-    int err = readPeer(pid, remote + done, dst + done, len);
-    if (err == ESRCH) {
-      call_->fail("rank " + std::to_string(name(peer)) + " (pid " + std::to_string(pid) +
-                  ") died");
+    return readPeer(peerPid(peer), remote + done, dst + done, len);
+  });
+}
+
+void ShmTransport::writeTo(int peer, uint64_t remote, uint32_t region, const void* local,
+                           size_t bytes, bool stream) {
+  auto src = static_cast<const char*>(local);
+  movePeer(peer, "write", "process_vm_writev", bytes, [&](size_t done, size_t len) {
+    if (region && shared_->copyTo(peer, region, remote + done, src + done, len, stream)) {
+      return 0;
     }
-    if (err != 0) {
-      call_->fail("cannot read rank " + std::to_string(name(peer)) +
-                  "'s buffer (process_vm_readv: " +
-                  std::strerror(err) + ")");
-    }
-  }
+    return writePeer(peerPid(peer), remote + done, src + done, len);
+  });
+}
+
+pid_t ShmTransport::peerPid(int peer) const {
+  return static_cast<pid_t>(layout_.rank(base_, peer)->pid.value.load(std::memory_order_acquire));
 }
 
 }  // namespace dpcore

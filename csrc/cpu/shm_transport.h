@@ -5,6 +5,10 @@
 // and failure.
 #pragma once
 
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -30,9 +34,9 @@ struct RingCall;
 struct ShmMeta {
   uint32_t align;      // where this rank's data sits in its slots (ShmLayout::kAlignSpan)
   uint32_t inRegion;   // the shared buffer (cpu/shared_buffers.h) that holds addr's data, or 0;
-  uint32_t outRegion;  // and outAddr's (all_reduce)
+  uint32_t outRegion;  // and outAddr's (all_reduce; gather's root)
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
-  uint64_t outAddr;  // address in its own process, and its output; peers read both
+  uint64_t outAddr;  // address in its own process, and its output; peers read both (gather: write)
 };
 
 // The ShmMeta of `task`: its data at `align` in the slots, its buffers in the regions that
@@ -41,8 +45,11 @@ template <class RegionOf>
 ShmMeta shmMetaOf(const Task& task, uint32_t align, RegionOf regionOf) {
   const size_t bytes = task.count * dtypeSize(task.dtype);
   const void* published = task.coll == Coll::kBroadcast ? task.out : task.in;
-  return ShmMeta{align, regionOf(published, bytes),
-                 task.coll == Coll::kAllReduce ? regionOf(task.out, bytes) : 0,
+  // the output the peers reach: all_reduce's direct reads it, gather's senders write the root's
+  const size_t outBytes = task.coll == Coll::kAllReduce ? bytes
+                          : task.coll == Coll::kGather  ? task.total * dtypeSize(task.dtype)
+                                                        : 0;
+  return ShmMeta{align, regionOf(published, bytes), outBytes ? regionOf(task.out, outBytes) : 0,
                  reinterpret_cast<uint64_t>(published), reinterpret_cast<uint64_t>(task.out)};
 }
 
@@ -126,9 +133,13 @@ class ShmTransport {
   char* roundSlot(int r, int i) const { return layout_.oneShotSlot(base_, r, call_->seq + i); }
   void signalRound(Counter RankControl::*stage, uint64_t round);
   void waitRound(Counter RankControl::*stage, uint64_t round, const char* what);
-  // Copies from a peer's memory (its address `remote`, in shared buffer `region` or 0).
+  // Copies from / to a peer's memory (its address `remote`, in shared buffer `region` or 0).
+  // stream: this rank's output (readFrom), or the peer's (writeTo), is too large to stay in
+  // cache (stream_copy.h); only a copy through a mapping can stream, the kernel's cannot.
   void readFrom(int peer, uint64_t remote, uint32_t region, void* dst, size_t bytes,
                 bool stream);
+  void writeTo(int peer, uint64_t remote, uint32_t region, const void* src, size_t bytes,
+               bool stream);
   // Tells the peers this rank passed `stage` of this call / waits until every rank has.
   void signal(Counter RankControl::*stage);
   void waitAll(Counter RankControl::*stage, const char* what);
@@ -184,6 +195,25 @@ class ShmTransport {
   std::string ranksBehind(Counter RankControl::*counter, uint64_t seq) const;
   // Until every rank's `stage` counter reaches `mark` (waitAll's and waitRound's wait).
   void waitAllReach(Counter RankControl::*stage, uint64_t mark, const char* what);
+  pid_t peerPid(int peer) const;
+  // readFrom's and writeTo's loop: in pieces, so that a peer's failure (the abort flag) stops a
+  // long copy early; piece(done, len) copies one and returns 0 or the kernel call's errno.
+  template <class Piece>
+  void movePeer(int peer, const char* verb, const char* call, size_t bytes, Piece piece) {
+    constexpr size_t kPiece = 4 << 20;
+    for (size_t done = 0; done < bytes; done += kPiece) {
+      checkAbort();
+      const int err = piece(done, std::min(kPiece, bytes - done));
+      if (err == ESRCH) {
+        call_->fail("rank " + std::to_string(name(peer)) + " (pid " +
+                    std::to_string(peerPid(peer)) + ") died");
+      }
+      if (err != 0) {
+        call_->fail(std::string("cannot ") + verb + " rank " + std::to_string(name(peer)) +
+                    "'s buffer (" + call + ": " + std::strerror(err) + ")");
+      }
+    }
+  }
 
   int rank_;
   ShmConfig config_;

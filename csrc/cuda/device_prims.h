@@ -169,6 +169,7 @@ class DevicePayloads {
 class DevicePeerMemory {
  public:
   static constexpr bool kMapped = true;
+  static constexpr bool kWritesOutputs = false;  // its kernels read the peers' regions
 
   DevicePeerMemory(DeviceTransport& t, const std::vector<CollHeader>& headers)
       : t_(t), headers_(headers) {}

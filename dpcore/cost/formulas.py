@@ -98,7 +98,8 @@ def direct(coll, S, n):
     broadcast: every rank reads S from the root, whose memory serves the n-1 readers at once.
         T = alpha + (n-1) S beta
     reduce: the root reads every peer's S and reduces it.   T = alpha + (n-1) S (beta + gamma)
-    gather: the root reads every peer's shard (S/n).   T = alpha + (n-1)/n S beta
+    gather: every peer writes its shard (S/n) into the root's output, all at once (the root's
+        memory takes them in).   T = alpha + (n-1)/n S beta
     scatter: every rank reads its shard out of the root's input.   T = alpha + (n-1)/n S beta
     all_to_all: rank r reads chunk r of every peer's input.   T = alpha + (n-1)/n S beta
         (without mapped peer memory (MPI) each chunk is one message, n-1 pairwise steps, which

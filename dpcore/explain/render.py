@@ -13,7 +13,9 @@ PICTURES = {
                 "the slots it needs and reduces them in rank order",
     "direct": "every rank reads what it needs straight from the peers' buffers "
               "(process_vm_readv; over MPI, one message per chunk): all_reduce reads its own "
-              "chunk of every input to reduce, then the other reduced chunks from their owners",
+              "chunk of every input to reduce, then the other reduced chunks from their owners; "
+              "a gather's peers write their shards into the root's output instead "
+              "(process_vm_writev), all at once",
     "recursive_doubling": "at each step rank q pairs with q XOR d for d = 1, 2, 4, ..; "
                           "ranks beyond a power of two are folded onto the first ones; a "
                           "broadcast is a binomial tree",

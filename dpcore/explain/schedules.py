@@ -108,7 +108,7 @@ def direct(coll, n, root=0):
                      "the root reduces every peer's input")]
     if coll == "gather":
         return [Step([Transfer(q, root, (q,), False) for q in others(root)],
-                     "the root reads every peer's shard")]
+                     "every peer writes its shard into the root's output")]
     if coll == "scatter":
         return [Step([Transfer(root, r, (r,), False) for r in others(root)],
                      "read own shard from the root's input")]

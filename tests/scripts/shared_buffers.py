@@ -1,4 +1,5 @@
-"""comm.alloc's buffers, which direct reads with a plain copy through the peers' mappings: every
+"""comm.alloc's buffers, which direct reads with a plain copy through the peers' mappings (and a
+gather's senders write the root's output through them): every
 collective on them equals MPI's, exactly, under every algorithm; a rank may mix them with
 ordinary arrays, and may free its buffer while a peer still uses its own (the reads then fall
 back to the kernel copy). Each rank's buffer is its own: nothing one rank writes shows in a
@@ -67,6 +68,15 @@ for dtype in map(np.dtype, ("float32", "int64", "float16")):
                 want_b = mpi_bcast(world, x, root)
                 comm.broadcast(c, root=root, algo=algo)
                 check.equal(c, want_b, f"broadcast root={root}, {label}")
+        gathered = mpi_allgatherv(world, x[start:stop])
+        for algo in ["auto"] + (["direct"] if comm.direct else []):
+            for root in range(size):
+                whole = comm.alloc(count, dtype)
+                comm.gather(x[start:stop], root=root, out=whole if rank == root else None,
+                            algo=algo)
+                if rank == root:
+                    check.equal(whole, gathered, f"gather into a shared out, root={root}, "
+                                f"{dtype} count={count} algo={algo}")
 
 # Mixed: rank 0 passes ordinary arrays, the others shared ones.
 count = 100_003
@@ -101,6 +111,11 @@ for algo in algos:
     c = shared_copy(x)
     comm.broadcast(c, root=size - 1, algo=algo)
     check.equal(c, mpi_bcast(world, x, size - 1), f"broadcast, {label}")
+    if algo != "ring":  # which runs no gather
+        g = comm.alloc(count, np.float32)
+        comm.gather(x[start:stop], root=size - 1, out=g if rank == size - 1 else None, algo=algo)
+        if rank == size - 1:
+            check.equal(g, gathered, f"gather into a shared out, {label}")
     y = shared_copy(x)
     comm.all_reduce(y, out=y, algo=algo)
     check.equal(y, mpi_allreduce(world, x, "sum"), f"all_reduce in place, {label}")

@@ -69,7 +69,8 @@ constexpr AlgoCost kDoesNotRun{};
 // one_shot: every rank writes its payload, waits once, reads what it needs from every slot
 //           (all_reduce: write S, read n S; reduce_scatter: write S, read n S/n = S;
 //           all_gather: write S/n, read (n-1)/n S; broadcast: the root writes S, the rest read).
-// direct:   a rank reads straight from the peers' buffers; the root's serves n-1 readers.
+// direct:   a rank reads straight from the peers' buffers; the root's serves n-1 readers (a
+//           gather's senders write the root's output instead, where they may).
 //           gather, scatter and all_to_all run it on every transport: where the peers' memory
 //           is not mapped (MPI), each chunk is one message from the rank that has it.
 // kDoesNotRun: no such algorithm for the collective (gather, scatter, all_to_all: no ring).
@@ -100,8 +101,9 @@ constexpr CollInfo kCollTable[kNumColls] = {
      /*ring*/ cost(chunks(1), chunks(1), peers(1), kChain),
      /*one_shot*/ cost(whole(2) + peers(1), peers(1), whole(1)),
      /*direct*/ cost(peers(1), peers(1), whole(1)), /*bus factor*/ whole(1)},
-    // S is the root's whole buffer (gather's output, scatter's input): the root takes in or
-    // serves (n-1)/n S, one chunk a peer. one_shot: S written and read once between them.
+    // S is the root's whole buffer (gather's output, scatter's input): the root takes in (the
+    // peers write it) or serves (n-1)/n S, one chunk a peer. one_shot: S written and read once
+    // between them.
     {Coll::kGather, "gather", false, true, Output::kSumOfShards, kDoesNotRun,
      /*one_shot*/ cost(whole(1), {}, whole(1)),
      /*direct*/ cost(chunks(1), {}, whole(1)), /*bus factor*/ chunks(1)},
