@@ -188,6 +188,27 @@ PYBIND11_MODULE(_C, m) {
         return xt == ot || xt + bytes <= ot || ot + bytes <= xt || bytes == 0;
       }, "Whether out can take the elementwise result of x as it is (see dpcore/comm/)");
 
+  // The exchanges' plain call (dpcore/comm/exchanges.py), in one step: x a C-contiguous NumPy
+  // array, and out either None or one of x's dtype, C-contiguous, writable and apart from x.
+  // Exact types only (a subclass may mean more than its memory). False sends the caller to the
+  // full checks, which say what is wrong (or accept what this does not know).
+  m.def("apart", [](py::handle x, py::handle out) {
+        PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
+        constexpr int kC = py::array::c_style;
+        if (Py_TYPE(x.ptr()) != ndarray) return false;
+        const auto a = py::reinterpret_borrow<py::array>(x);
+        if (!(a.flags() & kC)) return false;
+        if (out.is_none()) return true;
+        if (Py_TYPE(out.ptr()) != ndarray) return false;
+        const auto o = py::reinterpret_borrow<py::array>(out);
+        if (!(o.flags() & kC) || !o.writeable() || !a.dtype().is(o.dtype())) return false;
+        const auto at = reinterpret_cast<uintptr_t>(a.data());
+        const auto ot = reinterpret_cast<uintptr_t>(o.data());
+        const auto aBytes = static_cast<uintptr_t>(a.nbytes());
+        const auto oBytes = static_cast<uintptr_t>(o.nbytes());
+        return !aBytes || !oBytes || at + aBytes <= ot || ot + oBytes <= at;
+      }, "Whether x and out make the plain call of an exchange (see dpcore/comm/exchanges.py)");
+
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;
   m.attr("FIXED_DIRECT_MIN") = Tuner::kFixedDirectMin;

@@ -139,7 +139,8 @@ class Communicator(Exchanges, PointToPointCalls):
                     out = np.empty_like(x)  # apart from x, so fits_out takes it
                 if type(out) is np.ndarray and _C.fits_out(x, out):
                     path: Path = self._host
-                    return self._launch(path, ALL_REDUCE, *codes, 0,
+                    # codes[0], codes[1]: a call with *codes costs 0.1-0.3 us more
+                    return self._launch(path, ALL_REDUCE, codes[0], codes[1], 0,
                                         choose(algo, "all_reduce", x.nbytes, path.rules), x,
                                         out, x.size, x.size, out, async_op)
         path, a, wrap = self._view(x, "x")
@@ -176,7 +177,7 @@ class Communicator(Exchanges, PointToPointCalls):
                     fast = type(out) is np.ndarray and _C.fits_out(x, out)
                 if fast:  # out: None off the root, the result on it
                     path: Path = self._host
-                    return self._launch(path, REDUCE, *codes, root,
+                    return self._launch(path, REDUCE, codes[0], codes[1], root,
                                         choose(algo, "reduce", x.nbytes, path.rules), x, out,
                                         x.size, x.size, out, async_op)
         path, a, wrap = self._view(x, "x")

@@ -89,9 +89,11 @@ class Exchanges(Calls):
         root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
         rank order (shards may differ in length)."""
         if algo == "auto" and type(root) is int and 0 <= root < self.size:
-            # a user's loop, checked in one step, as all_reduce's: x on the root alone
+            # a user's loop, checked in one step, as all_reduce's: x on the root alone (_plain
+            # checks that out is writable where it is given one beside x)
             dtype = _plain(out) if x is None else _plain(x, out)
-            if dtype is not None and (x is None) == (self.rank != root) and out.flags.writeable:
+            if dtype is not None and (x is None) == (self.rank != root) and (
+                    x is not None or out.flags.writeable):
                 return self._launch(self._host, SCATTER, dtype, 0, root, AUTO,
                                     out if x is None else x, out,
                                     0 if x is None else x.size, out.size, out, async_op)
@@ -161,10 +163,4 @@ def _plain(x: Any, out: Any = None) -> Optional[int]:
     same dtype, writable and apart from x: what a user's loop passes, checked in one step; None
     sends the call to the full checks, which say what is wrong (or accept what this does not
     know: other array types, in place)."""
-    if type(x) is not np.ndarray or not x.flags.c_contiguous:
-        return None
-    if out is not None and (type(out) is not np.ndarray or out.dtype is not x.dtype
-                            or not (out.flags.c_contiguous and out.flags.writeable)
-                            or _C.overlap(x, out) is not None):
-        return None
-    return DTYPES.get(x.dtype)
+    return DTYPES.get(x.dtype) if _C.apart(x, out) else None
