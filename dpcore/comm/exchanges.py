@@ -36,8 +36,9 @@ class Exchanges(Calls):
         which the other ranks' gather meets). Other ranks return None, and their out must be
         None."""
         if algo == "auto" and type(root) is int and 0 <= root < self.size:
-            # a user's loop, checked in one step, as all_reduce's: out on the root alone
-            dtype = _plain(s, out) if (out is None) == (self.rank != root) else None
+            # a user's loop, its arrays checked in one step (_C.apart): out on the root alone
+            plain = (out is None) == (self.rank != root) and _C.apart(s, out)
+            dtype = DTYPES.get(s.dtype) if plain else None
             if dtype is not None:
                 return self._launch(self._host, GATHER, dtype, 0, root, AUTO, s,
                                     s if out is None else out, s.size,
@@ -89,11 +90,14 @@ class Exchanges(Calls):
         root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
         rank order (shards may differ in length)."""
         if algo == "auto" and type(root) is int and 0 <= root < self.size:
-            # a user's loop, checked in one step, as all_reduce's: x on the root alone (_plain
-            # checks that out is writable where it is given one beside x)
-            dtype = _plain(out) if x is None else _plain(x, out)
-            if dtype is not None and (x is None) == (self.rank != root) and (
-                    x is not None or out.flags.writeable):
+            # a user's loop, its arrays checked in one step (_C.apart, which checks that out
+            # is writable where it is given one beside x): x on the root alone
+            if x is not None:
+                plain = self.rank == root and _C.apart(x, out)
+            else:
+                plain = self.rank != root and _C.apart(out, None) and out.flags.writeable
+            dtype = DTYPES.get(out.dtype) if plain else None
+            if dtype is not None:
                 return self._launch(self._host, SCATTER, dtype, 0, root, AUTO,
                                     out if x is None else x, out,
                                     0 if x is None else x.size, out.size, out, async_op)
@@ -157,10 +161,3 @@ class Exchanges(Calls):
         return self._launch(path, ALL_TO_ALL, dtype, 0, 0, code, a, out_a, a.size, out_a.size,
                             result, async_op, matrix)
 
-
-def _plain(x: Any, out: Any = None) -> Optional[int]:
-    """x's dtype code where x is a C-contiguous NumPy array, and out (unless None) one of the
-    same dtype, writable and apart from x: what a user's loop passes, checked in one step; None
-    sends the call to the full checks, which say what is wrong (or accept what this does not
-    know: other array types, in place)."""
-    return DTYPES.get(x.dtype) if _C.apart(x, out) else None
