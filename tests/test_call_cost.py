@@ -38,7 +38,8 @@ comm.close()
 # themselves, _C.apart (the arrays' checks in one step, where a helper read their attributes
 # and called _C.overlap: 7 calls, and a quarter more instructions), the dtype's lookup,
 # _launch, the owner's check, run. Raise one only for a reason.
-MOST = {"gather(x, out=g)": 6, "scatter(g, y)": 6, "all_reduce(x, out=y)": 8, "all_reduce(x)": 9, "broadcast(b)": 7,
+MOST = {"gather(x, out=g)": 6, "scatter(g, y)": 6,
+        "all_reduce(x, out=y)": 8, "all_reduce(x)": 9, "broadcast(b)": 7,
         "reduce(x, out=y)": 8, "reduce(x)": 9}  # as all_reduce
 
 

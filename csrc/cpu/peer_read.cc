@@ -37,8 +37,8 @@ int readPeer(pid_t pid, uint64_t remote, void* local, size_t bytes) {
 
 int writePeer(pid_t pid, uint64_t remote, const void* local, size_t bytes) {
   // process_vm_writev only reads the local iovec's memory
-  return movePeer(process_vm_writev, pid, remote, const_cast<char*>(static_cast<const char*>(local)),
-                  bytes);
+  auto src = const_cast<char*>(static_cast<const char*>(local));
+  return movePeer(process_vm_writev, pid, remote, src, bytes);
 }
 
 }  // namespace dpcore

@@ -254,7 +254,7 @@ void ShmTransport::waitAllReach(Counter RankControl::*stage, uint64_t mark, cons
 void ShmTransport::readFrom(int peer, uint64_t remote, uint32_t region, void* local,
                             size_t bytes, bool stream) {
   auto dst = static_cast<char*>(local);
-  movePeer(peer, "read", "process_vm_readv", bytes, [&](size_t done, size_t len) {
+  copyInPieces(peer, "read", "process_vm_readv", bytes, [&](size_t done, size_t len) {
     if (region && shared_->copyFrom(peer, region, remote + done, dst + done, len, stream)) {
       return 0;
     }
@@ -265,7 +265,7 @@ void ShmTransport::readFrom(int peer, uint64_t remote, uint32_t region, void* lo
 void ShmTransport::writeTo(int peer, uint64_t remote, uint32_t region, const void* local,
                            size_t bytes, bool stream) {
   auto src = static_cast<const char*>(local);
-  movePeer(peer, "write", "process_vm_writev", bytes, [&](size_t done, size_t len) {
+  copyInPieces(peer, "write", "process_vm_writev", bytes, [&](size_t done, size_t len) {
     if (region && shared_->copyTo(peer, region, remote + done, src + done, len, stream)) {
       return 0;
     }

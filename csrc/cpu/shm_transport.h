@@ -199,7 +199,7 @@ class ShmTransport {
   // readFrom's and writeTo's loop: in pieces, so that a peer's failure (the abort flag) stops a
   // long copy early; piece(done, len) copies one and returns 0 or the kernel call's errno.
   template <class Piece>
-  void movePeer(int peer, const char* verb, const char* call, size_t bytes, Piece piece) {
+  void copyInPieces(int peer, const char* verb, const char* call, size_t bytes, Piece piece) {
     constexpr size_t kPiece = 4 << 20;
     for (size_t done = 0; done < bytes; done += kPiece) {
       checkAbort();
