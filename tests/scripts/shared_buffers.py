@@ -1,10 +1,10 @@
-"""comm.alloc's buffers, which direct reads with a plain copy through the peers' mappings (and a
-gather's senders write the root's output through them): every
-collective on them equals MPI's, exactly, under every algorithm; a rank may mix them with
-ordinary arrays, and may free its buffer while a peer still uses its own (the reads then fall
-back to the kernel copy). Each rank's buffer is its own: nothing one rank writes shows in a
-peer's. A rank that cannot create its segment, or cannot map a peer's, makes alloc raise on
-every rank, and the communicator works on.
+"""comm.alloc's buffers, which direct reads with a plain copy through the peers' mappings (and
+through which a gather's senders write the root's output): every collective on them equals
+MPI's, exactly, under every algorithm; a rank may mix them with ordinary arrays, and may free
+its buffer while a peer still uses its own (the reads then fall back to the kernel copy). Each
+rank's buffer is its own: nothing one rank writes shows in a peer's. A rank that cannot create
+its segment, or cannot map a peer's, makes alloc raise on every rank, and the communicator works
+on.
 
 Usage: mpiexec -n K python -m mpi4py shared_buffers.py
 """
