@@ -4,7 +4,9 @@ sources, 1-2 destinations, every offset class modulo 16 bytes, odd counts and in
 compares with the CPU path's loops bit for bit. Built twice: plainly, and under ThreadSanitizer,
 which catches what plain runs on x86 forgive (a kernel that signals completion before its block's
 barrier, or with a relaxed instead of a release add: both were seen to pass the plain check and
-fail here; the end is now the blocks' acq_rel count and the last block's release store)."""
+fail here; the end is now the blocks' acq_rel count and the last block's release store). The
+plain build also checks the emulation's interprocess events across two devices (checkEvents:
+either await left out, 19-20 rounds of 20 came out wrong)."""
 import os
 import shutil
 import subprocess

@@ -2,7 +2,9 @@
 // the CPU path's own loops (csrc/host/reduce.cc), bit for bit: every dtype x op, 1-4 sources
 // (the ranks a verb or one_shot reads), 1-2 destinations, every offset of the buffers modulo
 // 16 bytes (the packs' head and tail) and buffers that disagree modulo 16, odd counts, in
-// place, avg's divisor, rounding after every op or once. tests/test_device_kernels.py builds it
+// place, avg's divisor, rounding after every op or once. Then, in the plain build, the
+// emulation's interprocess events (Device::record / await), which order the ring's kernels
+// between ranks with no host waiting (checkEvents). tests/test_device_kernels.py builds it
 // plainly and under ThreadSanitizer and runs it; `quick` runs the sample the sanitizer can
 // afford. Prints "ok: N kernels" or the first difference, and exits 1 on it.
 #include <cstdio>
@@ -144,6 +146,49 @@ void run(Device& device, const Case& c, std::mt19937& rng) {
   }
 }
 
+// Two emulated devices stand in for two ranks, as the ring's neighbours: A's kernel fills a slot
+// and records A's event; B's stream awaits it, B's kernel copies the slot out and records B's
+// event, which A's stream awaits before it fills the slot again. The hosts queue every round at
+// once and wait only for the last kernel, so only the events order the kernels (each stream
+// runs its work after random delays). Either await left out copies 19-20 rounds of 20 wrong.
+// Not under ThreadSanitizer: an event's counters are a shared segment that each device maps at
+// an address of its own, so the sanitizer sees the release and the acquire at two addresses and
+// no order between them (in the transport the two devices are two processes, which it does not
+// see at all). Returns the rounds copied wrong.
+int checkEvents(int rounds) {
+  constexpr size_t kCount = 1001;
+  auto a = makeEmulatedDevice(2, 4), b = makeEmulatedDevice(2, 4);
+  b->openEvents(0, a->makeEvents(1));  // A's event 0: the slot is filled
+  a->openEvents(1, b->makeEvents(1));  // B's event 0: the slot is drained
+  a->unlinkShared();
+  b->unlinkShared();
+  std::vector<std::vector<float>> src(rounds, std::vector<float>(kCount)),
+      dst(rounds, std::vector<float>(kCount));
+  std::vector<float> slot(kCount);
+  auto copy = [&](Device& device, const void* from, void* to) {
+    ReduceCopyArgs args;
+    args.srcs[0] = from;
+    args.dsts[0] = to;
+    args.numSrcs = args.numDsts = 1;
+    args.count = kCount;
+    return device.launch(DType::kFloat32, ReduceOp::kSum, args);
+  };
+  uint64_t lastA = 0, lastB = 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < kCount; ++i) src[r][i] = static_cast<float>(r * kCount + i);
+    a->await(1, 0);
+    lastA = copy(*a, src[r].data(), slot.data());
+    a->record(0);
+    b->await(0, 0);
+    lastB = copy(*b, slot.data(), dst[r].data());
+    b->record(0);
+  }
+  while (!a->done(lastA) || !b->done(lastB)) std::this_thread::yield();
+  int wrong = 0;
+  for (int r = 0; r < rounds; ++r) wrong += dst[r] != src[r];
+  return wrong;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,6 +233,16 @@ int main(int argc, char** argv) {
     std::printf("%d of %ld kernels differ from the CPU path\n", failures, kernels);
     return 1;
   }
-  std::printf("ok: %ld kernels, each bit for bit the CPU path's result\n", kernels);
+#if defined(__SANITIZE_THREAD__)
+  const int rounds = 0;
+#else
+  const int rounds = quick ? 20 : 100;
+#endif
+  if (const int wrong = rounds ? checkEvents(rounds) : 0) {
+    std::printf("events: %d of %d rounds copied out of order\n", wrong, rounds);
+    return 1;
+  }
+  std::printf("ok: %ld kernels, each bit for bit the CPU path's result; %d rounds across two "
+              "devices, in the order their events give\n", kernels, rounds);
   return 0;
 }
