@@ -118,6 +118,21 @@ void bindRingTrace(py::module_& m, const char* name, std::vector<VerbRecord> (*t
       py::arg("segment_count"), py::arg("root") = 0, py::arg("counts") = std::vector<size_t>{});
 }
 
+// For the host path's one-step checks (overlap, fits_out, apart), on C-contiguous arrays:
+// whether a and b share no byte (an empty array shares none) ...
+bool disjoint(const py::array& a, const py::array& b) {
+  const auto at = reinterpret_cast<uintptr_t>(a.data());
+  const auto bt = reinterpret_cast<uintptr_t>(b.data());
+  const auto aBytes = static_cast<uintptr_t>(a.nbytes());
+  const auto bBytes = static_cast<uintptr_t>(b.nbytes());
+  return !aBytes || !bBytes || at + aBytes <= bt || bt + bBytes <= at;
+}
+// ... and whether out takes x's elements as they are: both C-contiguous, out writable, one dtype.
+bool takesElementsOf(const py::array& out, const py::array& x) {
+  constexpr int kC = py::array::c_style;
+  return (x.flags() & kC) && (out.flags() & kC) && out.writeable() && x.dtype().is(out.dtype());
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -161,12 +176,9 @@ PYBIND11_MODULE(_C, m) {
   // For the host path's overlap checks: exact for C-contiguous arrays, and a few times
   // cheaper than numpy.may_share_memory, which small calls would feel.
   m.def("overlap", [](const py::array& a, const py::array& b) -> py::object {
+        if (disjoint(a, b)) return py::none();
         const auto at = reinterpret_cast<intptr_t>(a.data());
-        const auto bt = reinterpret_cast<intptr_t>(b.data());
-        const auto aBytes = static_cast<intptr_t>(a.nbytes());
-        const auto bBytes = static_cast<intptr_t>(b.nbytes());
-        if (!aBytes || !bBytes || at + aBytes <= bt || bt + bBytes <= at) return py::none();
-        return py::int_(bt - at);
+        return py::int_(reinterpret_cast<intptr_t>(b.data()) - at);
       }, "Where C-contiguous b starts, in bytes from a's start, if their memory overlaps; else "
          "None");
 
@@ -176,16 +188,11 @@ PYBIND11_MODULE(_C, m) {
   // the full checks (dpcore/comm/communicator.py), which say what is wrong (or accept what
   // this does not know).
   m.def("fits_out", [](const py::array& x, const py::array& out) {
-        constexpr int kC = py::array::c_style;
-        if (!(x.flags() & kC) || !(out.flags() & kC) || !out.writeable()) return false;
-        if (!x.dtype().is(out.dtype()) || x.ndim() != out.ndim()) return false;
+        if (!takesElementsOf(out, x) || x.ndim() != out.ndim()) return false;
         for (py::ssize_t d = 0; d < x.ndim(); ++d) {
           if (x.shape(d) != out.shape(d)) return false;
         }
-        const auto xt = reinterpret_cast<uintptr_t>(x.data());
-        const auto ot = reinterpret_cast<uintptr_t>(out.data());
-        const auto bytes = static_cast<uintptr_t>(x.nbytes());
-        return xt == ot || xt + bytes <= ot || ot + bytes <= xt || bytes == 0;
+        return x.data() == out.data() || disjoint(x, out);
       }, "Whether out can take the elementwise result of x as it is (see dpcore/comm/)");
 
   // The exchanges' plain call (dpcore/comm/exchanges.py), in one step: x a C-contiguous NumPy
@@ -194,19 +201,12 @@ PYBIND11_MODULE(_C, m) {
   // full checks, which say what is wrong (or accept what this does not know).
   m.def("apart", [](py::handle x, py::handle out) {
         PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
-        constexpr int kC = py::array::c_style;
         if (Py_TYPE(x.ptr()) != ndarray) return false;
         const auto a = py::reinterpret_borrow<py::array>(x);
-        if (!(a.flags() & kC)) return false;
-        if (out.is_none()) return true;
+        if (out.is_none()) return (a.flags() & py::array::c_style) != 0;
         if (Py_TYPE(out.ptr()) != ndarray) return false;
         const auto o = py::reinterpret_borrow<py::array>(out);
-        if (!(o.flags() & kC) || !o.writeable() || !a.dtype().is(o.dtype())) return false;
-        const auto at = reinterpret_cast<uintptr_t>(a.data());
-        const auto ot = reinterpret_cast<uintptr_t>(o.data());
-        const auto aBytes = static_cast<uintptr_t>(a.nbytes());
-        const auto oBytes = static_cast<uintptr_t>(o.nbytes());
-        return !aBytes || !oBytes || at + aBytes <= ot || ot + oBytes <= at;
+        return takesElementsOf(o, a) && disjoint(a, o);
       }, "Whether x and out make the plain call of an exchange (see dpcore/comm/exchanges.py)");
 
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.

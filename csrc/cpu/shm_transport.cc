@@ -80,8 +80,7 @@ bool ShmTransport::canReadPeers() {
     if (r == rank_) continue;
     RankControl* peer = layout_.rank(base_, r);
     uint64_t value = 0;
-    ok = ok && readPeer(static_cast<pid_t>(peer->pid.value.load(std::memory_order_acquire)),
-                        peer->probe.value.load(std::memory_order_acquire), &value,
+    ok = ok && readPeer(peerPid(r), peer->probe.value.load(std::memory_order_acquire), &value,
                         sizeof(value)) == 0 && value == kProbeValue;
   }
   return ok;

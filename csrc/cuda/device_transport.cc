@@ -34,6 +34,19 @@ ShmConfig controlConfig(int size, const DeviceConfig& config) {
   return ShmConfig{size, config.fifoSlots, kMaxDTypeSize, kMaxDTypeSize};
 }
 
+// A call into the device, whose own error fails the collective on every rank; a CommError (a
+// peer's news, the deadline) passes as it is.
+template <class F>
+auto onDevice(const CallContext& call, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    call.fail(e.what());
+  }
+}
+
 }  // namespace
 
 DeviceTransport::DeviceTransport(std::unique_ptr<Device> device, const std::string& controlName,
@@ -223,31 +236,21 @@ uint64_t DeviceTransport::launch(DType dtype, ReduceOp op, const ReduceCopyArgs&
   counts_.bytesRead += args.numSrcs * args.count * elem;
   counts_.bytesWritten += args.numDsts * args.count * elem;
   counts_.packedBytes += (args.numSrcs + args.numDsts) * packed * elem;
-  try {
-    return device_->launch(dtype, op, args);
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {  // the device's own error: the call fails on every rank
-    call_->fail(e.what());
-  }
+  return onDevice(*call_, [&] { return device_->launch(dtype, op, args); });
 }
 
 void DeviceTransport::waitFor(uint64_t ticket) {
   if (ticket == 0) return;
   ++counts_.hostWaits;
-  try {
-    // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels)
-    // that share the cores run, and watch the peers and the deadline meanwhile.
+  // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels) that
+  // share the cores run, and watch the peers and the deadline meanwhile.
+  onDevice(*call_, [&] {
     for (int spin = 0; !device_->done(ticket); ++spin) {
       if (spin < 256) continue;
       control_.watch("this rank's kernel to end");
       sched_yield();
     }
-  } catch (const CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    call_->fail(e.what());
-  }
+  });
 }
 
 }  // namespace dpcore
