@@ -68,7 +68,9 @@ for counted in (False, True):  # the first round fills the lookups
     else:
         comm.recv(y, peer)
     sys.setprofile(None)
-print("send(x, peer)" if comm.rank == 0 else "recv(y, peer)", len(made) - 1)  # less setprofile
+# one write a line (as checks.say), so the two ranks' lines never interleave
+name = "send(x, peer)" if comm.rank == 0 else "recv(y, peer)"
+sys.stdout.write(f"{name} {len(made) - 1}\\n")  # less setprofile
 comm.close()
 """
 
