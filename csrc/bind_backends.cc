@@ -27,22 +27,29 @@ using ShmBackend = Queued<Collectives<ShmTransport>>;
 using MpiBackend = Queued<Collectives<MpiTransport>>;
 using HierarchicalBackend = Queued<Hierarchical>;
 
-// out: None where the rank has no output (reduce off the root): nullptr. splits: all_to_all's
-// n x n matrix (the address of the caller's uint64 array), or 0.
+// out: None where the rank has no output (reduce off the root): nullptr. table: the address of
+// the call's uint64 table in the caller's memory, or 0: all_to_all's n x n splits; scatter's
+// root with x as a list, its pieces' addresses (in is the first), each piece as long as the
+// root's own out (dpcore/comm/pieces.py checked it). One argument for both: each argument
+// costs every call of every collective (a few hundred instructions in pybind11's dispatch).
 Task makeTask(int coll, int dtype, int op, int root, int algo, const py::array& in,
-              const std::optional<py::array>& out, size_t count, size_t total, uintptr_t splits) {
+              const std::optional<py::array>& out, size_t count, size_t total, uintptr_t table) {
   // writability was checked in Python
   Task t = taskOf(coll, dtype, op, root, algo, in.data(),
                   out ? const_cast<void*>(out->data()) : nullptr, count, total);
-  t.splits = reinterpret_cast<const uint64_t*>(splits);
+  if (t.coll != Coll::kScatter) {
+    t.splits = reinterpret_cast<const uint64_t*>(table);
+  } else if (table) {
+    t.pieces = Pieces{reinterpret_cast<const void* const*>(table), total};
+  }
   return t;
 }
 
-// The arguments of run and submit: splits is all_to_all's alone.
+// The arguments of run and submit: table is all_to_all's and scatter's alone.
 #define DP_CALL_ARGS                                                                        \
   py::arg("coll"), py::arg("dtype"), py::arg("op"), py::arg("root"), py::arg("algo"),       \
       py::arg("in_array"), py::arg("out_array"), py::arg("count"), py::arg("total"),        \
-      py::arg("splits") = 0
+      py::arg("table") = 0
 
 // (handle bytes, comm, MPI_BYTE, rank, size, names, pids): dpcore/setup/mpi_endpoint.py
 MpiEndpoint endpoint(py::tuple t) {
@@ -113,16 +120,16 @@ void bindBackends(py::module_& m) {
   py::class_<Backend, std::shared_ptr<Backend>>(m, "Backend")
       .def("run", [](Backend& b, int coll, int dtype, int op, int root, int algo, py::array in,
                      std::optional<py::array> out, size_t count, size_t total,
-                     uintptr_t splits) {
-            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total, splits);
+                     uintptr_t table) {
+            Task t = makeTask(coll, dtype, op, root, algo, in, out, count, total, table);
             py::gil_scoped_release release;
             b.run(t);
           }, DP_CALL_ARGS)
       .def("submit", [](Backend& b, int coll, int dtype, int op, int root, int algo,
                         py::array in, std::optional<py::array> out, size_t count, size_t total,
-                        uintptr_t splits) {
+                        uintptr_t table) {
             return b.submit(makeTask(coll, dtype, op, root, algo, in, out, count, total,
-                                     splits));
+                                     table));
           }, DP_CALL_ARGS)
       .def("exchange_counts", [](Backend& b, int coll, int root, int dtype, size_t mine) {
             return b.exchangeCounts(static_cast<Coll>(coll), root, static_cast<DType>(dtype),

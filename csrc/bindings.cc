@@ -209,6 +209,32 @@ PYBIND11_MODULE(_C, m) {
         return takesElementsOf(o, a) && disjoint(a, o);
       }, "Whether x and out make the plain call of an exchange (see dpcore/comm/exchanges.py)");
 
+  // scatter's root with x as a list (dpcore/comm/pieces.py), in one step: (the uint64 table of
+  // the pieces' addresses, its own address) where there are `size` of them, each a C-contiguous
+  // NumPy array that out (one too) takes as it is (exact types, out's dtype and size, out
+  // writable and apart from every piece); else None, which sends the caller to the full checks.
+  // The address comes along because NumPy's (.ctypes.data) costs a microsecond.
+  m.def("piece_table", [](py::handle xs, py::handle out, size_t size) -> py::object {
+        PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
+        if (!PyList_CheckExact(xs.ptr()) || static_cast<size_t>(PyList_GET_SIZE(xs.ptr())) != size ||
+            Py_TYPE(out.ptr()) != ndarray) {
+          return py::none();
+        }
+        const auto o = py::reinterpret_borrow<py::array>(out);
+        py::array_t<uint64_t> table(static_cast<py::ssize_t>(size));
+        uint64_t* at = table.mutable_data();
+        for (size_t q = 0; q < size; ++q) {
+          py::handle x = PyList_GET_ITEM(xs.ptr(), static_cast<py::ssize_t>(q));
+          if (Py_TYPE(x.ptr()) != ndarray) return py::none();
+          const auto a = py::reinterpret_borrow<py::array>(x);
+          if (a.size() != o.size() || !takesElementsOf(o, a) || !disjoint(a, o)) {
+            return py::none();
+          }
+          at[q] = reinterpret_cast<uintptr_t>(a.data());
+        }
+        return py::make_tuple(table, reinterpret_cast<uintptr_t>(at));
+      }, "The addresses of scatter's pieces, or None (see dpcore/comm/pieces.py)");
+
   // The tuner behind algo auto (core/tuner.h), on its own, for tests of its policy.
   m.attr("TUNER_SETTLE_CALLS") = Tuner::kSettleCalls;
   m.attr("FIXED_DIRECT_MIN") = Tuner::kFixedDirectMin;

@@ -1,11 +1,12 @@
 """gather, scatter and all_to_all's checks that need no peers: which algorithm a rank asks for
-(dpcore/comm/choice.py), and all_to_all's splits, checked alone and as a matrix
-(dpcore/comm/splits.py). The calls themselves: tests/scripts/exchange.py."""
+(dpcore/comm/choice.py), all_to_all's splits, checked alone and as a matrix
+(dpcore/comm/splits.py), and scatter's list on the root (dpcore/comm/pieces.py). The calls themselves: tests/scripts/exchange.py."""
 import numpy as np
 import pytest
 
 from dpcore import _C
-from dpcore.comm import choice, splits
+from dpcore.comm import choice, pieces, splits
+from dpcore.comm.host_path import HostPath
 
 
 def rules(direct=True, one_shot_bytes=1024):
@@ -56,3 +57,21 @@ def test_the_matrix_names_every_disagreement_alike():
     with pytest.raises(_C.CommError, match="all_to_all: the ranks' splits disagree: rank 1 "
                                            "sends rank 1 0 elements but rank 1 expects 5"):
         splits.matrix(rows, 2)
+
+
+def test_scatter_pieces_are_checked_on_the_root():
+    """x as a list: one C-contiguous array per rank, of one dtype and size, none overlapping
+    out; the table holds their addresses in rank order (dpcore/comm/pieces.py)."""
+    out = np.empty(4, np.float32)
+    xs = [np.full(4, q, np.float32) for q in range(3)]
+    got = pieces.checked(HostPath, xs, out, 3)
+    assert got.table.tolist() == [x.ctypes.data for x in xs] and got.table.dtype == np.uint64
+    big = np.zeros(12, np.float32)
+    for bad, match in [(xs[:2], "one array per rank \\(3\\), not 2"),
+                       ([xs[0], xs[1], np.zeros(5, np.float32)], "one dtype and size"),
+                       ([xs[0], xs[1], np.zeros(4, np.int32)], "one dtype and size"),
+                       ([xs[0], xs[1], big[::3]], "x\\[2\\] must be C-contiguous"),
+                       ([xs[0], out, xs[2]], "out overlaps x\\[1\\]"),
+                       ([big[:5], big[5:10], np.zeros(5, np.float32)], "out holds 4 elements")]:
+        with pytest.raises(ValueError, match=match):
+            pieces.checked(HostPath, bad, out, 3)

@@ -2,7 +2,8 @@
 // bytes at an offset of one rank's input to an offset of another's output (or its own):
 //
 //   gather:     rank p's shard -> the root's output, at the sum of the shards before p
-//   scatter:    the root's input, at the sum of the shards before q -> rank q's output
+//   scatter:    the root's input, at the sum of the shards before q -> rank q's output (an
+//               input in pieces, one per rank, is read flat alike: dpcore/task.h's inputAt)
 //   all_to_all: rank p's splits[p][q] elements, after those p sends ranks before q -> rank q's
 //               output, after those q takes from ranks before p (nullptr splits: count / n each)
 //
@@ -121,7 +122,6 @@ inline Algo exchangePick(const Task& task, size_t oneShotBytes, bool sharedInput
 template <class Payloads, class Peers, class Published>
 void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& plan,
                         const Task& task, int rank, Published published) {
-  auto in = static_cast<const char*>(task.in);
   char* out = static_cast<char*>(task.out);
   bool everyPayload = true;
   for (int r = 0; r < plan.size(); ++r) everyPayload = everyPayload && published(r);
@@ -134,12 +134,13 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
     char* dst = out + t.toAt;
     if constexpr (Peers::kWritesOutputs) {
       if (t.from == rank && t.to != rank && pushed(t)) {
-        peers.writeOutput(t.to, t.toAt, in + t.fromAt, t.bytes, stream);
+        peers.writeOutput(t.to, t.toAt, inputAt(task, t.fromAt), t.bytes, stream);
       }
     }
     if (t.to != rank) return;
     if (t.from == rank) {
-      if (in + t.fromAt != dst) peers.copyToOutput(dst, in + t.fromAt, t.bytes, stream);
+      const char* src = inputAt(task, t.fromAt);
+      if (src != dst) peers.copyToOutput(dst, src, t.bytes, stream);
     } else if (pushed(t)) {
       // its sender writes it
     } else if (published(t.from)) {
@@ -171,20 +172,22 @@ void exchangeOverMemory(Payloads& payloads, Peers& peers, const ExchangePlan& pl
 template <class Rounds>
 void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task, int rank,
                       size_t largest) {
-  auto in = static_cast<const char*>(task.in);
   char* out = static_cast<char*>(task.out);
   const size_t window = rounds.window(), mine = task.count * dtypeSize(task.dtype);
   const bool stream = rounds.streams(task.total * dtypeSize(task.dtype));
   plan.forEach(rank, [&](const Transfer& t, bool) {  // this rank's own shard: no slot
-    if (t.from == rank && t.to == rank && in + t.fromAt != out + t.toAt) {
-      rounds.copyToOutput(out + t.toAt, in + t.fromAt, t.bytes, stream);
+    if (t.from == rank && t.to == rank && inputAt(task, t.fromAt) != out + t.toAt) {
+      rounds.copyToOutput(out + t.toAt, inputAt(task, t.fromAt), t.bytes, stream);
     }
   });
   const uint64_t count = (largest + window - 1) / window;
   for (uint64_t k = 0; k < count; ++k) {
     const size_t lo = k * window, hi = lo + window;
     const int slot = static_cast<int>((count - 1 - k) % 2);  // the last round in slot 0
-    if (lo < mine) rounds.copy(rounds.slot(rank, slot), in + lo, std::min(hi, mine) - lo);
+    if (lo < mine) {
+      copyInput(task, lo, std::min(hi, mine) - lo, rounds.slot(rank, slot),
+                [&](char* dst, const char* src, size_t bytes) { rounds.copy(dst, src, bytes); });
+    }
     rounds.publish(k);
     rounds.waitPublished(k);
     plan.forEach(rank, [&](const Transfer& t, bool) {
@@ -200,17 +203,18 @@ void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task
 
 template <class Messages>
 void exchangeOverMessages(Messages& m, const ExchangePlan& plan, const Task& task, int rank) {
-  auto in = static_cast<const char*>(task.in);
   char* out = static_cast<char*>(task.out);
   plan.forEach(rank, [&](const Transfer& t, bool sends) {
     if (t.from == t.to) return;
     if (!sends) m.recv(t.from, out + t.toAt, t.bytes);
   });
   plan.forEach(rank, [&](const Transfer& t, bool sends) {
-    if (t.from == t.to) {
-      if (sends && in + t.fromAt != out + t.toAt) m.copy(out + t.toAt, in + t.fromAt, t.bytes);
-    } else if (sends) {
-      m.send(t.to, in + t.fromAt, t.bytes);
+    if (!sends) return;
+    const char* src = inputAt(task, t.fromAt);
+    if (t.from != t.to) {
+      m.send(t.to, src, t.bytes);
+    } else if (src != out + t.toAt) {
+      m.copy(out + t.toAt, src, t.bytes);
     }
   });
   m.wait();

@@ -40,6 +40,7 @@ CollHeader headerOf(const Task& task, uint64_t seq) {
   h.count = task.count;
   h.total = task.total;
   h.inAt = kNotInOutput;
+  h.pieceElems = task.pieces.at ? task.pieces.elems : kNotInPieces;
   const size_t elem = dtypeSize(task.dtype);
   auto in = reinterpret_cast<uintptr_t>(task.in), out = reinterpret_cast<uintptr_t>(task.out);
   const bool gathers = task.coll == Coll::kAllGather || task.coll == Coll::kGather;
@@ -133,7 +134,14 @@ std::string exchangeMisfit(const Task& task, const std::vector<CollHeader>& head
     }
     const CollHeader& h = headers[task.root];
     const uint64_t holds = gather ? h.total : h.count;
-    if (holds != shards) {
+    if (!gather && h.pieceElems != kNotInPieces) {  // each rank's out takes its piece whole
+      for (int r = 0; r < n; ++r) {
+        if (headers[r].total != h.pieceElems) {
+          wrong(r, "'s out holds " + std::to_string(headers[r].total) + " elements, but its "
+                   "piece of the root's x has " + std::to_string(h.pieceElems));
+        }
+      }
+    } else if (holds != shards) {
       wrong(task.root, " (the root)'s " + std::string(gather ? "out" : "x") + " holds " +
                            std::to_string(holds) + " elements, but the shards add up to " +
                            std::to_string(shards));

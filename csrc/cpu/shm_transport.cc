@@ -111,8 +111,9 @@ std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeade
   // Alone, the collective is a copy: nobody reads the slot.
   if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
       task.count) {
-    std::memcpy(oneShotSlot(rank_) + mine.meta<ShmMeta>().align, task.in,
-                task.count * dtypeSize(task.dtype));
+    copyInput(task, 0, task.count * dtypeSize(task.dtype),
+              oneShotSlot(rank_) + mine.meta<ShmMeta>().align,
+              [](char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); });
   }
   return closeExchange(mine);
 }

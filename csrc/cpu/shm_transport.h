@@ -37,7 +37,7 @@ struct ShmMeta {
   uint32_t outRegion;  // and outAddr's (all_reduce; gather's root)
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
   uint64_t outAddr;  // address in its own process, and its output; peers read both (gather: write)
-};
+};                   // addr of an input in pieces: its table of the pieces' addresses (task.h)
 
 // The ShmMeta of `task`: its data at `align` in the slots, its buffers in the regions that
 // `regionOf(p, bytes)` finds (0: in none). The device transport's too, in its own units.
@@ -49,6 +49,10 @@ ShmMeta shmMetaOf(const Task& task, uint32_t align, RegionOf regionOf) {
   const size_t outBytes = task.coll == Coll::kAllReduce ? bytes
                           : task.coll == Coll::kGather  ? task.total * dtypeSize(task.dtype)
                                                         : 0;
+  if (task.pieces.at) {  // read where they lie, through the table
+    return ShmMeta{align, 0, 0, reinterpret_cast<uint64_t>(task.pieces.at),
+                   reinterpret_cast<uint64_t>(task.out)};
+  }
   return ShmMeta{align, regionOf(published, bytes), outBytes ? regionOf(task.out, outBytes) : 0,
                  reinterpret_cast<uint64_t>(published), reinterpret_cast<uint64_t>(task.out)};
 }

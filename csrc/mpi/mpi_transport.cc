@@ -72,7 +72,8 @@ MpiPayloads MpiTransport::payloads(const Task& task, const std::vector<CollHeade
   staging.resize(offsets[size()]);
   char* mine = staging.data() + offsets[rank()];
   const size_t myBytes = offsets[rank() + 1] - offsets[rank()];
-  if (myBytes) std::memcpy(mine, task.in, myBytes);
+  copyInput(task, 0, myBytes, mine,
+            [](char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); });
   std::vector<MpiLink::Pending> pending;
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;

@@ -28,16 +28,17 @@ class Backend(Protocol):
     sequence: int  # collectives this backend has started
 
     def run(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
-            count: int, total: int, splits: int = 0) -> None:
+            count: int, total: int, table: int = 0) -> None:
         """One collective, blocking, after any queued ones. in_array and out_array are C-contiguous
         NumPy arrays (out_array is written; broadcast: both are the buffer; None where the rank
         has no output: reduce off the root); count: elements of in_array (all_gather: this
         rank's shard), total: of the all_gather output, else count (csrc/include/dpcore/task.h
-        says it per collective); splits: all_to_all's n x n uint64 matrix (its address; the
-        caller keeps it alive), or 0."""
+        says it per collective); table: the address of the call's uint64 table, which the
+        caller keeps alive, or 0: all_to_all's n x n splits, or scatter's root's pieces' addresses
+        where x came as a list (in_array is the first; each piece as long as its own out)."""
 
     def submit(self, coll: int, dtype: int, op: int, root: int, algo: int, in_array, out_array,
-               count: int, total: int, splits: int = 0) -> Job:
+               count: int, total: int, table: int = 0) -> Job:
         """The same, async: it runs in issue order on a background thread. The caller keeps
         both arrays alive until the Job is done."""
 

@@ -9,7 +9,6 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 import numpy as np
-import numpy.typing as npt
 
 from . import ending
 from .cuda_arrays import device_view
@@ -119,21 +118,22 @@ class Calls:
 
     def _launch(self, path: Path, coll: int, dtype: int, op: int, root: int, algo: int,
                 a: View, out_a: Optional[View], count: int, total: int, result: Any,
-                async_op: bool, splits: Optional[npt.NDArray[np.uint64]] = None) -> Any:
-        """splits: all_to_all's uint64 matrix, kept alive as the arrays are."""
+                async_op: bool, table: int = 0, keep: Any = None) -> Any:
+        """table: the address of the call's uint64 table (all_to_all's splits matrix, scatter's
+        pieces' addresses), or 0; keep: what else the call reads (the table itself, scatter's
+        pieces), kept alive as the arrays are."""
         if self._backend is None or self._owner != get_ident():
             self._checked_backend()  # raises
-        at = 0 if splits is None else splits.ctypes.data
         if not async_op:
             try:
-                path.run(coll, dtype, op, root, algo, a, out_a, count, total, at)
+                path.run(coll, dtype, op, root, algo, a, out_a, count, total, table)
             except RuntimeError as e:
-                self._in_flight.orphan(a, out_a, splits)
+                self._in_flight.orphan(a, out_a, keep)
                 ending.note_failure(e)
                 raise
             return result
         self._in_flight.reap()
-        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total, at), result,
-                    a, out_a, splits)
+        work = Work(path.submit(coll, dtype, op, root, algo, a, out_a, count, total, table),
+                    result, a, out_a, keep)
         self._in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
         return work

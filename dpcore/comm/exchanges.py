@@ -13,6 +13,7 @@ from ..dtypes import ALL_TO_ALL, DTYPES, GATHER, SCATTER, dtype_code
 from .calls import Calls
 from .choice import AUTO, choose, root_rank
 from .path import Path, View
+from .pieces import checked as checked_pieces
 from .splits import even, row
 from .splits import matrix as exchanged_splits
 from .work import Work
@@ -88,10 +89,12 @@ class Exchanges(Calls):
                 async_op: bool = False) -> Any:
         """This rank's shard of root's x (read flat) into out, in place; returns out. x is the
         root's alone (None elsewhere), and holds the sum of every rank's out.size elements, in
-        rank order (shards may differ in length)."""
+        rank order (shards may differ in length). On the host, x may also be a list of one
+        array per rank, x[q] for rank q, all of one size (each rank's out holds one): taken
+        where they lie, not copied together first."""
         if algo == "auto" and type(root) is int and 0 <= root < self.size:
             # a user's loop, its arrays checked in one step (_C.apart, which checks that out
-            # is writable where it is given one beside x): x on the root alone
+            # is writable where it is given one beside x; _C.piece_table): x on the root alone
             if x is not None:
                 plain = self.rank == root and _C.apart(x, out)
             else:
@@ -101,25 +104,40 @@ class Exchanges(Calls):
                 return self._launch(self._host, SCATTER, dtype, 0, root, AUTO,
                                     out if x is None else x, out,
                                     0 if x is None else x.size, out.size, out, async_op)
+            if type(x) is list and self.rank == root:
+                table = _C.piece_table(x, out, self.size)
+                dtype = DTYPES.get(out.dtype) if table is not None else None
+                if table is not None and dtype is not None:
+                    return self._launch(self._host, SCATTER, dtype, 0, root, AUTO, x[0], out,
+                                        self.size * out.size, out.size, out, async_op,
+                                        table[1], (table[0], x))
         path, o, _ = self._view(out, "out")
         root = root_rank(root, self.size, "scatter")
+        pieces = None
         if self.rank != root:
             if x is not None:
                 raise ValueError(f"dpcore: scatter's x is the root's (rank {root}); rank "
                                  f"{self.rank} passes x=None")
-            a = o
+            a, count = o, 0
+        elif x is None:
+            raise ValueError(f"dpcore: scatter's root (rank {root}) passes its x")
+        elif isinstance(x, (list, tuple)):
+            if path is not self._host:
+                raise TypeError("dpcore: scatter takes x as a list on the host; on the device, "
+                                "pass one array (the pieces concatenated)")
+            pieces = checked_pieces(path, x, o, self.size)
+            a, count = pieces.views[0], self.size * pieces.views[0].size
         else:
-            if x is None:
-                raise ValueError(f"dpcore: scatter's root (rank {root}) passes its x")
             a = path.out_view(x, "x")
             path.check(a, "x")
             if path.overlap(a, o) is not None:
                 raise ValueError("dpcore: scatter's out overlaps x; pass a buffer of its own")
+            count = a.size
         self._check_out(path, o, a.dtype, None, None, "out")
-        count = a.size if self.rank == root else 0
         return self._launch(path, SCATTER, dtype_code(a.dtype), 0, root,
                             choose(algo, "scatter", count * a.dtype.itemsize, path.rules), a, o,
-                            count, o.size, out, async_op)
+                            count, o.size, out, async_op,
+                            0 if pieces is None else pieces.table.ctypes.data, pieces)
 
     @overload
     def all_to_all(self, x: A, out: Optional[A] = ..., splits: Optional[Sequence[int]] = ...,
@@ -159,5 +177,5 @@ class Exchanges(Calls):
         if out is None:
             out_a, result = path.empty(a, shape, wrap)
         return self._launch(path, ALL_TO_ALL, dtype, 0, 0, code, a, out_a, a.size, out_a.size,
-                            result, async_op, matrix)
+                            result, async_op, 0 if matrix is None else matrix.ctypes.data, matrix)
 

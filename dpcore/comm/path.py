@@ -35,12 +35,12 @@ class Path(Protocol):
         """Where b starts, in bytes from a's start, if their memory overlaps; else None."""
 
     def run(self, coll: int, dtype: int, op: int, root: int, algo: int, a: View, out: View,
-            count: int, total: int, splits: int = 0) -> None:
-        """The checked call, blocking (dpcore.comm.backend.Backend.run's arguments; splits: the
-        address of all_to_all's n x n uint64 matrix in host memory, or 0)."""
+            count: int, total: int, table: int = 0) -> None:
+        """The checked call, blocking (dpcore.comm.backend.Backend.run's arguments; table: the
+        address of the call's uint64 table in host memory, or 0)."""
 
     def submit(self, coll: int, dtype: int, op: int, root: int, algo: int, a: View, out: View,
-               count: int, total: int, splits: int = 0) -> Job:
+               count: int, total: int, table: int = 0) -> Job:
         """The checked call, queued in issue order; the caller keeps a and out alive."""
 
     def exchange_counts(self, coll: int, root: int, dtype: int, count: int,

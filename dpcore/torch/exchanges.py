@@ -3,9 +3,10 @@ group takes on (process_group.ProcessGroup derives from Exchanges).
 
 Results go straight into torch's tensors where torch's layout is dpcore's: reduce in place on
 the root, scatter into the output tensor, all_to_all_single between the input and output
-tensors. The list layouts (gather's and all_gather's outputs, scatter's and all_to_all's lists)
-go through one contiguous buffer: concatenated before the call, copied out after it (in the
-Work's `then`, so an async call copies when it is done).
+tensors. Scatter's list of CPU tensors goes as it is (each piece read where it lies). The other
+list layouts (gather's and all_gather's outputs, all_to_all's lists, scatter's on CUDA) go
+through one contiguous buffer: concatenated before the call, copied out after it (in the Work's
+`then`, so an async call copies when it is done).
 """
 import torch
 
@@ -45,8 +46,11 @@ class Exchanges:
         o = as_moved(t, "output")
         x = None
         if self.rank() == root:
-            x = as_moved(concatenated(one(input_lists, "scatter"), t, self.size(), "scatter"),
-                         "input")
+            inputs = checked(one(input_lists, "scatter"), t, self.size(), "scatter")
+            if t.is_cuda or not all(i.is_contiguous() for i in inputs):
+                x = as_moved(torch.cat([i.detach().reshape(-1) for i in inputs]), "input")
+            else:  # taken where they lie (dpcore/comm/pieces.py)
+                x = [as_moved(i, "input") for i in inputs]
         return self._issue(opts, outputs, [lambda async_op: self._comm.scatter(
             x, o, root=root, async_op=async_op)])
 
@@ -101,15 +105,20 @@ def rows(outputs, like, size, what):
     return flat, copy_out
 
 
-def concatenated(inputs, like, size, what, same_size=True):
-    """The list `inputs` (size tensors of like's dtype, and numel if same_size) as one flat
-    tensor."""
+def checked(inputs, like, size, what, same_size=True):
+    """The list `inputs`, once checked: size tensors of like's dtype, and numel if same_size."""
     if len(inputs) != size or any(t.dtype != like.dtype or (same_size and
                                                            t.numel() != like.numel())
                                   for t in inputs):
         raise ValueError(f"dpcore: {what} needs {size} input tensors of the output's "
                          f"{like.numel()} elements and dtype {like.dtype}")
-    return torch.cat([t.detach().reshape(-1) for t in inputs])
+    return inputs
+
+
+def concatenated(inputs, like, size, what, same_size=True):
+    """The list `inputs` (checked) as one flat tensor."""
+    return torch.cat([t.detach().reshape(-1) for t in checked(inputs, like, size, what,
+                                                                 same_size)])
 
 
 def in_elements(split_rows, t, a, size, what):

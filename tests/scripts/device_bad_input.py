@@ -51,6 +51,8 @@ def mistakes(r):
     refused(lambda: comm.all_reduce(emulated.asarray(np.arange(3)), op="avg"), TypeError,
             "floating", "avg of integers")
     refused(lambda: comm.broadcast(x, root=size), ValueError, "root", "a root out of range")
+    refused(lambda: comm.scatter([x] * size, emulated.empty(12, np.float32), root=r), TypeError,
+            "pass one array", "scatter from a list of device arrays")
     big = emulated.empty(comm.one_shot_bytes // 4 + 1, np.float32)
     refused(lambda: comm.all_reduce(big, algo="one_shot"), ValueError, "at most",
             "one_shot past its slot")

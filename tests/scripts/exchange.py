@@ -1,6 +1,6 @@
 """gather, scatter and all_to_all against NumPy, exactly: every dtype, every root, every
 algorithm that runs here, even, uneven and empty shards and splits, out= given or not, gather in
-place, N-D input, async. Every rank makes every rank's input (make_input), so each knows the
+place, scatter from a list, N-D input, async. Every rank makes every rank's input (make_input), so each knows the
 whole expected result. On any transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
 
 Usage: mpiexec -n K python -m mpi4py exchange.py [MAX_COUNT [few]]
@@ -59,6 +59,17 @@ for dtype in dtypes:
                     check.true(comm.scatter(x, out, root=root, algo=algo) is out,
                                f"scatter returns out, {label}")
                     check.equal(out, shards[rank], f"scatter {label}")
+        # x as a list, one array per rank, each taken where it lies (the root's pieces)
+        piece = -(-total // size)
+        pieces = [make_input(dtype, "sum", piece, q, size) for q in range(size)]
+        for root in range(size):
+            for algo in algos(piece * size * dtype.itemsize):
+                out = np.full(piece, 99, dtype)
+                work = comm.scatter(pieces if rank == root else None, out, root=root, algo=algo,
+                                    async_op=root % 2 == 1)
+                got = work.wait() if root % 2 else work
+                check.equal(got, pieces[rank], f"scatter from a list {dtype} {piece} a rank "
+                                               f"root={root} algo={algo}")
 
 
 def splits_patterns(k):

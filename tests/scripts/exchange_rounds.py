@@ -2,9 +2,10 @@
 DPCORE_ONE_SHOT_BYTES), where a rank that overwrote a window a slower peer had not yet taken
 would show. Many calls back to back, each of several rounds, at uneven sizes: all_to_all with
 splits that differ per call (ranks that take much, others little or nothing), gather to every
-root in turn (its peers take nothing and would run ahead), scatter, and after each one a one_shot
-call, whose payload lands in the slot that the next call's parity owns. Every element is unique
-to (call, rank, index), so a stale window, from an earlier round or call, never passes.
+root in turn (its peers take nothing and would run ahead), scatter (from one array, or from a
+list whose pieces a window spans), and after each one a one_shot call, whose payload lands in
+the slot that the next call's parity owns. Every element is unique to (call, rank, index), so a
+stale window, from an earlier round or call, never passes.
 
 Usage: mpiexec -n K python -m mpi4py exchange_rounds.py [CALLS]
 """
@@ -42,11 +43,17 @@ for call in range(calls):
         xs = [data(call, p, sizes[p]) for p in range(size)]
         want = np.concatenate(xs) if rank == root else None
         got = comm.gather(xs[rank], root=root)
-    else:
+    elif call % 2:
         sizes = rng.integers(0, 4 * slot, size)
         whole = data(call, root, sizes.sum())
         want = whole[sizes[:rank].sum():sizes[:rank + 1].sum()]
         got = comm.scatter(whole if rank == root else None, np.empty(sizes[rank], np.int64),
+                           root=root)
+    else:  # from a list: the root's windows span its pieces
+        piece = int(rng.integers(0, 4 * slot))
+        pieces = [data(call, size + q, piece) for q in range(size)]
+        want = pieces[rank]
+        got = comm.scatter(pieces if rank == root else None, np.empty(piece, np.int64),
                            root=root)
     label = f"call {call}: {kind}" + (f" root={root}" if kind != "all_to_all" else "")
     if rank == root or kind != "gather":

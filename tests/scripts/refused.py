@@ -61,6 +61,11 @@ KINDS["gather, the root's out one too long"] = (
 KINDS["scatter, the root's x one too long"] = (
     lambda: comm.scatter(ones(SHARD * size + 1), ones(SHARD), root=culprit),
     lambda: comm.scatter(None, ones(SHARD), root=culprit))
+if size > 1:  # the root is the next rank (its own out is checked before the call)
+    KINDS["scatter from a list, an out one too long"] = (
+        lambda: comm.scatter(None, ones(SHARD + 1), root=(culprit + 1) % size),
+        lambda: comm.scatter([ones(SHARD)] * size if rank == (culprit + 1) % size else None,
+                             ones(SHARD), root=(culprit + 1) % size))
 KINDS["all_to_all, out one short of what the splits send"] = (
     lambda: comm.all_to_all(ones(SHARD * size), splits=[SHARD] * size, out=ones(SHARD * size - 1)),
     lambda: comm.all_to_all(ones(SHARD * size), splits=[SHARD] * size))

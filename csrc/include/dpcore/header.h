@@ -36,6 +36,8 @@ struct CollHeader {
   uint64_t count;
   uint64_t total;
   uint64_t inAt;  // all_gather: where the shard lies inside the output (in place), or kNotInOutput
+  uint64_t pieceElems;  // scatter's root, x in pieces (task.h: Pieces): each piece's elements,
+                        // which every rank's out must hold; or kNotInPieces
   // The transport's facts for the peers (Transport::Meta: where this rank's data lies, ...), as
   // bytes: the header keeps one layout whatever the transport, and only the transport that put
   // them there reads them back, as its own type.
@@ -59,6 +61,7 @@ static_assert(std::is_trivially_copyable_v<CollHeader> && std::is_standard_layou
               "headers are copied as bytes: into a shared segment, over MPI");
 
 constexpr uint64_t kNotInOutput = ~uint64_t{0};  // CollHeader::inAt: the shard lies elsewhere
+constexpr uint64_t kNotInPieces = ~uint64_t{0};  // CollHeader::pieceElems: x is one array
 
 // The Meta of a transport whose peers need nothing beyond the call (MPI: each rank's data
 // travels in messages).

@@ -2,12 +2,22 @@
 // transport and algorithm reads this and nothing else of the call.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "dpcore/types.h"
 
 namespace dpcore {
+
+// scatter's root with x given as a list (torch's scatter_list, mpi4py's list): one array per
+// rank, each of `elems` elements, at[q] rank q's shard. The input is still read flat, the pieces
+// back to back in rank order, so every algorithm sees one layout (inputAt, copyInput); only
+// their addresses differ from one array's. No piece is copied together first.
+struct Pieces {
+  const void* const* at = nullptr;  // nullptr: the input is Task::in, one array
+  size_t elems = 0;
+};
 
 struct Task {
   Coll coll = Coll::kBarrier;
@@ -33,6 +43,9 @@ struct Task {
   // to rank q (dpcore/comm/ has exchanged them and checked that the ranks agree); nullptr: count
   // / n each way.
   const uint64_t* splits = nullptr;
+  // scatter's root: its x as one array per rank (in is then the first); every rank's header
+  // says so, and each rank's out must hold one piece (core/call.cc).
+  Pieces pieces;
   // The communicator's number for this call, counted across its host and device backends in
   // the order the caller issued them (core/backend.h: CallOrder), for messages and for telling
   // a peer that made this call on the other side; 0: the transport's own count.
@@ -54,6 +67,30 @@ inline Task taskOf(int coll, int dtype, int op, int root, int algo, const void* 
   t.total = total;
   t.ready = ready;
   return t;
+}
+
+// Where byte `at` of the input, read flat, lies. In pieces, a range from `at` lies in one piece
+// where it lies inside one rank's shard, as every transfer of a scatter does.
+inline const char* inputAt(const Task& task, size_t at) {
+  if (!task.pieces.at) return static_cast<const char*>(task.in) + at;
+  const size_t bytes = task.pieces.elems * dtypeSize(task.dtype);
+  return static_cast<const char*>(task.pieces.at[at / bytes]) + at % bytes;
+}
+
+// copy(dst, src, n) over the input's bytes [at, at + bytes), read flat: one copy, or one per
+// piece it spans.
+template <class Copy>
+void copyInput(const Task& task, size_t at, size_t bytes, char* dst, Copy copy) {
+  if (!task.pieces.at) {
+    if (bytes) copy(dst, inputAt(task, at), bytes);
+    return;
+  }
+  const size_t piece = task.pieces.elems * dtypeSize(task.dtype);
+  for (size_t done = 0; done < bytes;) {
+    const size_t len = std::min(bytes - done, piece - (at + done) % piece);
+    copy(dst + done, inputAt(task, at + done), len);
+    done += len;
+  }
 }
 
 // What the last reduction of a chunk divides by (0: nothing), among n ranks.
