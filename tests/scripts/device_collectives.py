@@ -45,6 +45,7 @@ if MPI.COMM_WORLD.size == 2 and not few:
 
 comm = dpcore.init()
 rank, size = comm.rank, comm.size
+SLOT_BYTES = int(os.environ.get("DPCORE_SLOT_BYTES", 64 << 10))
 check = Checker(rank)
 
 if "trace" in sys.argv[1:]:
@@ -59,7 +60,7 @@ if "trace" in sys.argv[1:]:
 
 
 def counts_for(dtype):
-    segment = (64 << 10) // dtype.itemsize  # the emulation's ring slot
+    segment = SLOT_BYTES // dtype.itemsize  # a ring slot
     counts = [0, 1, 7, size + 1, 1009, 3 * size * segment + 5]
     return [c for c in counts if not small or c <= 1009]
 
