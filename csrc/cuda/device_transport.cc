@@ -80,6 +80,9 @@ void DeviceTransport::mapPeers(const std::vector<std::string>& handles) {
 
 void DeviceTransport::validate(const Task& task) const {
   checkOneShotFits(task, config_.oneShotBytes);
+  if (task.pieces.at) {  // its one-shot copy and annotate take one array (dpcore/comm/ refuses it)
+    throw std::invalid_argument("dpcore: scatter takes x as a list on the host only");
+  }
   const size_t bytes = task.count * dtypeSize(task.dtype);
   if (task.algo == Algo::kAuto) {
     throw std::invalid_argument("the device transport takes one_shot, ring or direct");
