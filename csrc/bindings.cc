@@ -216,8 +216,8 @@ PYBIND11_MODULE(_C, m) {
   // The address comes along because NumPy's (.ctypes.data) costs a microsecond.
   m.def("piece_table", [](py::handle xs, py::handle out, size_t size) -> py::object {
         PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
-        if (!PyList_CheckExact(xs.ptr()) || static_cast<size_t>(PyList_GET_SIZE(xs.ptr())) != size ||
-            Py_TYPE(out.ptr()) != ndarray) {
+        if (!PyList_CheckExact(xs.ptr()) || Py_TYPE(out.ptr()) != ndarray ||
+            static_cast<size_t>(PyList_GET_SIZE(xs.ptr())) != size) {
           return py::none();
         }
         const auto o = py::reinterpret_borrow<py::array>(out);

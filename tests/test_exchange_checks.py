@@ -1,6 +1,7 @@
 """gather, scatter and all_to_all's checks that need no peers: which algorithm a rank asks for
 (dpcore/comm/choice.py), all_to_all's splits, checked alone and as a matrix
-(dpcore/comm/splits.py), and scatter's list on the root (dpcore/comm/pieces.py). The calls themselves: tests/scripts/exchange.py."""
+(dpcore/comm/splits.py), and scatter's list on the root (dpcore/comm/pieces.py). The calls
+themselves: tests/scripts/exchange.py."""
 import numpy as np
 import pytest
 

@@ -37,7 +37,9 @@ struct ShmMeta {
   uint32_t outRegion;  // and outAddr's (all_reduce; gather's root)
   uint64_t addr;     // direct algorithm: this rank's input (broadcast: its buffer), as an
   uint64_t outAddr;  // address in its own process, and its output; peers read both (gather: write)
-};                   // addr of an input in pieces: its table of the pieces' addresses (task.h)
+  // An input in pieces (task.h: scatter's root given a list): addr is its table of their
+  // addresses, from which a peer reads its piece's before the piece.
+};
 
 // The ShmMeta of `task`: its data at `align` in the slots, its buffers in the regions that
 // `regionOf(p, bytes)` finds (0: in none). The device transport's too, in its own units.

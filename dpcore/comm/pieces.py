@@ -19,8 +19,9 @@ class Pieces(NamedTuple):
 
 
 def checked(path: Path, xs: Sequence[Any], out: View, size: int) -> Pieces:
-    """The root's list as Pieces, on the host path: `size` C-contiguous arrays of one dtype and size, none
-    overlapping out; ValueError or TypeError saying which is not."""
+    """The root's list as Pieces, on the host path: `size` C-contiguous arrays of one dtype
+    and size, as long as out and none overlapping it; ValueError or TypeError saying which is
+    not."""
     if len(xs) != size:
         raise ValueError(f"dpcore: scatter's x as a list holds one array per rank ({size}), "
                          f"not {len(xs)}")

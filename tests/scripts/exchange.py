@@ -1,7 +1,7 @@
 """gather, scatter and all_to_all against NumPy, exactly: every dtype, every root, every
 algorithm that runs here, even, uneven and empty shards and splits, out= given or not, gather in
-place, scatter from a list, N-D input, async. Every rank makes every rank's input (make_input), so each knows the
-whole expected result. On any transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
+place, scatter from a list, N-D input, async. Every rank makes every rank's input (make_input),
+so each knows the whole expected result. On any transport (DPCORE_TRANSPORT, DPCORE_NODE_SIZE).
 
 Usage: mpiexec -n K python -m mpi4py exchange.py [MAX_COUNT [few]]
   MAX_COUNT skips larger counts; few: a sample of the dtypes (checks.FEW_DTYPES)
