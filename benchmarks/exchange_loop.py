@@ -5,12 +5,14 @@
     mpiexec -n 2 python benchmarks/exchange_loop.py all_to_all -b 8 -e 64M
     mpiexec -n 2 python benchmarks/exchange_loop.py all_to_all -b 64K -e 4M --alloc
     mpiexec -n 2 python benchmarks/exchange_loop.py gather -b 8 -e 64M
+    mpiexec -n 2 python benchmarks/exchange_loop.py scatter -b 8 -e 64M --list
 
 Per size: fresh buffers, plain_loop.loop's warm-up and timed loop; the slowest rank's time per
 call; medians of --runs runs, each with a new communicator; ratio = MPI's time / dpcore's. Sizes
 are nccl-tests': all_to_all's input per rank, gather's output and scatter's input at the root.
 --alloc: dpcore's buffers from comm.alloc (the peers read them with a plain copy); MPI's stay
-ordinary. Root 0, float32, equal shards.
+ordinary. --list: dpcore's scatter root passes one array per rank, MPI's Scatterv one buffer.
+Root 0, float32, equal shards.
 """
 import argparse
 import statistics
@@ -23,8 +25,9 @@ from dpcore.bench.options import parse_size
 from plain_loop import WARMUP, iters_for, loop, sweep
 
 
-def calls(coll, comm, world, nbytes, alloc):
-    """{"dpcore": fn, "MPI": fn} over buffers of nbytes (the whole buffer)."""
+def calls(coll, comm, world, nbytes, alloc, pieces=False):
+    """{"dpcore": fn, "MPI": fn} over buffers of nbytes (the whole buffer); pieces: dpcore's
+    scatter from a list of one array per rank (MPI's Scatterv has one buffer)."""
     n, rank = comm.size, comm.rank
     shard = max(nbytes // 4 // n, 1)
     count = shard * n
@@ -46,6 +49,10 @@ def calls(coll, comm, world, nbytes, alloc):
     if coll == "gather":
         return {"dpcore": lambda: comm.gather(part, out=whole if root else None),
                 "MPI": lambda: world.Gatherv(mpi_part, [mpi_whole, counts] if root else None)}
+    if pieces:
+        xs = [ones(shard) for _ in range(n)]
+        return {"dpcore": lambda: comm.scatter(xs if root else None, part),
+                "MPI": lambda: world.Scatterv([mpi_whole, counts] if root else None, mpi_part)}
     return {"dpcore": lambda: comm.scatter(whole if root else None, part),
             "MPI": lambda: world.Scatterv([mpi_whole, counts] if root else None, mpi_part)}
 
@@ -60,6 +67,8 @@ def main():
     p.add_argument("--iters", type=int, default=200, help="timed calls per loop, at most")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--alloc", action="store_true", help="dpcore's buffers from comm.alloc")
+    p.add_argument("--list", action="store_true",
+                   help="scatter: dpcore's root passes a list of one array per rank")
     args = p.parse_args()
     world = MPI.COMM_WORLD
     sizes = sweep(args.minbytes, args.maxbytes, args.stepfactor)
@@ -67,7 +76,7 @@ def main():
     for run in range(args.runs):
         with dpcore.init() as comm:
             for nbytes in sizes:
-                fns = calls(args.collective, comm, world, nbytes, args.alloc)
+                fns = calls(args.collective, comm, world, nbytes, args.alloc, args.list)
                 before = comm.algorithm_calls()
                 for name in ("dpcore", "MPI") if run % 2 == 0 else ("MPI", "dpcore"):
                     world.Barrier()
@@ -78,7 +87,8 @@ def main():
     if world.rank != 0:
         return
     print(f"{args.collective}, {world.size} ranks, float32, root 0"
-          f"{', dpcore on comm.alloc buffers' if args.alloc else ''}: a plain loop ({WARMUP} "
+          f"{', dpcore on comm.alloc buffers' if args.alloc else ''}"
+          f"{', dpcore from a list' if args.list else ''}: a plain loop ({WARMUP} "
           f"warm-up calls, then up to {args.iters} timed), us per call, medians of {args.runs} "
           f"runs; ratio = MPI / dpcore")
     print(f"{'size':>10} {'dpcore':>10} {'MPI':>10} {'ratio':>6} {'ratio range':>12}  "

@@ -110,7 +110,7 @@ class Exchanges(Calls):
                 if table is not None and dtype is not None:
                     return self._launch(self._host, SCATTER, dtype, 0, root, AUTO, x[0], out,
                                         self.size * out.size, out.size, out, async_op,
-                                        table[1], (table[0], x))
+                                        table[1], (table[0], tuple(x)))  # x may change
         path, o, _ = self._view(out, "out")
         root = root_rank(root, self.size, "scatter")
         pieces = None
