@@ -76,3 +76,20 @@ def test_scatter_pieces_are_checked_on_the_root():
                        ([big[:5], big[5:10], np.zeros(5, np.float32)], "out holds 4 elements")]:
         with pytest.raises(ValueError, match=match):
             pieces.checked(HostPath, bad, out, 3)
+
+
+def test_scatter_pieces_plain_check_takes_only_what_it_can_pass_on_as_it_is():
+    """_C.piece_table, the plain call's one step: (the addresses as bytes, the table's own
+    address) for exact NumPy arrays that out takes as they are; None otherwise, which sends the
+    call to the full checks above (they say what is wrong)."""
+    out = np.empty(4, np.float32)
+    xs = [np.full(4, q, np.float32) for q in range(3)]
+    table, at = _C.piece_table(xs, out, 3)
+    assert np.frombuffer(table, np.uint64).tolist() == [x.ctypes.data for x in xs]
+    assert at == np.frombuffer(table, np.uint64).ctypes.data
+    read_only = out.copy()
+    read_only.flags.writeable = False
+    for xs_, out_ in [(tuple(xs), out), (xs[:2], out), ([xs[0], xs[1], xs[2][:3]], out),
+                      ([xs[0], xs[1], xs[2].astype(np.float64)], out),
+                      ([xs[0], out, xs[2]], out), (xs, read_only), (xs, [0.0] * 4)]:
+        assert _C.piece_table(xs_, out_, 3) is None
