@@ -210,10 +210,10 @@ PYBIND11_MODULE(_C, m) {
       }, "Whether x and out make the plain call of an exchange (see dpcore/comm/exchanges.py)");
 
   // scatter's root with x as a list (dpcore/comm/pieces.py), in one step: (the uint64 table of
-  // the pieces' addresses, as bytes, and its own address) where there are `size` of them, each a C-contiguous
-  // NumPy array that out (one too) takes as it is (exact types, out's dtype and size, out
-  // writable and apart from every piece); else None, which sends the caller to the full checks.
-  // The address comes along because NumPy's (.ctypes.data) costs a microsecond.
+  // the pieces' addresses, as bytes, and its own address) where there are `size` of them, each
+  // a C-contiguous NumPy array that out (one too) takes as it is (exact types, out's dtype and
+  // size, out writable and apart from every piece); else None, which sends the caller to the
+  // full checks. The address comes along because NumPy's (.ctypes.data) costs a microsecond.
   m.def("piece_table", [](py::handle xs, py::handle out, size_t size) -> py::object {
         PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
         if (!PyList_CheckExact(xs.ptr()) || Py_TYPE(out.ptr()) != ndarray ||

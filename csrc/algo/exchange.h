@@ -176,9 +176,9 @@ void exchangeInRounds(Rounds& rounds, const ExchangePlan& plan, const Task& task
   const size_t window = rounds.window(), mine = task.count * dtypeSize(task.dtype);
   const bool stream = rounds.streams(task.total * dtypeSize(task.dtype));
   plan.forEach(rank, [&](const Transfer& t, bool) {  // this rank's own shard: no slot
-    if (t.from == rank && t.to == rank && inputAt(task, t.fromAt) != out + t.toAt) {
-      rounds.copyToOutput(out + t.toAt, inputAt(task, t.fromAt), t.bytes, stream);
-    }
+    if (t.from != rank || t.to != rank) return;
+    const char* src = inputAt(task, t.fromAt);
+    if (src != out + t.toAt) rounds.copyToOutput(out + t.toAt, src, t.bytes, stream);
   });
   const uint64_t count = (largest + window - 1) / window;
   for (uint64_t k = 0; k < count; ++k) {

@@ -3,7 +3,6 @@
 // arrived; direct reads the peers' own buffers, at the addresses their headers carry.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -44,13 +43,12 @@ class ShmPeerMemory : public HostLoops {
     // in pieces (task.h): each piece's address from the peer's table, then the bytes there
     const size_t piece = h.pieceElems * dtypeSize(static_cast<DType>(h.dtype));
     auto to = static_cast<char*>(dst);
-    for (size_t done = 0; done < bytes;) {
-      const size_t at = offset + done, len = std::min(bytes - done, piece - at % piece);
+    forEachPieceRun(piece, offset, bytes, [&](size_t done, size_t len) {
+      const size_t at = offset + done;
       uint64_t addr = 0;
       t_.readFrom(peer, m.addr + at / piece * sizeof(addr), 0, &addr, sizeof(addr), false);
       t_.readFrom(peer, addr + at % piece, 0, to + done, len, stream);
-      done += len;
-    }
+    });
   }
   void readOutput(int peer, size_t offset, void* dst, size_t bytes, bool stream) {
     const ShmMeta m = headers_[peer].meta<ShmMeta>();

@@ -112,8 +112,7 @@ std::vector<CollHeader> ShmTransport::exchange(const Task& task, const CollHeade
   if (task.algo == Algo::kOneShot && config_.size > 1 && publishesPayload(task, rank_) &&
       task.count) {
     copyInput(task, 0, task.count * dtypeSize(task.dtype),
-              oneShotSlot(rank_) + mine.meta<ShmMeta>().align,
-              [](char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); });
+              oneShotSlot(rank_) + mine.meta<ShmMeta>().align);
   }
   return closeExchange(mine);
 }

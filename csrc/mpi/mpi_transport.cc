@@ -2,7 +2,6 @@
 // the ring's prims with their slots.
 #include "mpi/mpi_transport.h"
 
-#include <cstring>
 
 #include "algo/one_shot.h"
 #include "algo/trace_prims.h"
@@ -72,8 +71,7 @@ MpiPayloads MpiTransport::payloads(const Task& task, const std::vector<CollHeade
   staging.resize(offsets[size()]);
   char* mine = staging.data() + offsets[rank()];
   const size_t myBytes = offsets[rank() + 1] - offsets[rank()];
-  copyInput(task, 0, myBytes, mine,
-            [](char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); });
+  copyInput(task, 0, myBytes, mine);
   std::vector<MpiLink::Pending> pending;
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;

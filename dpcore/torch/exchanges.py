@@ -48,7 +48,7 @@ class Exchanges:
         if self.rank() == root:
             inputs = checked(one(input_lists, "scatter"), t, self.size(), "scatter")
             if t.is_cuda or not all(i.is_contiguous() for i in inputs):
-                x = as_moved(flat(inputs), "input")
+                x = as_moved(joined(inputs), "input")
             else:  # taken where they lie (dpcore/comm/pieces.py)
                 x = [as_moved(i, "input") for i in inputs]
         return self._issue(opts, outputs, [lambda async_op: self._comm.scatter(
@@ -117,10 +117,10 @@ def checked(inputs, like, size, what, same_size=True):
 
 def concatenated(inputs, like, size, what, same_size=True):
     """The list `inputs` (checked) as one flat tensor."""
-    return flat(checked(inputs, like, size, what, same_size))
+    return joined(checked(inputs, like, size, what, same_size))
 
 
-def flat(tensors):
+def joined(tensors):
     """The tensors, read flat, one after another in one new tensor."""
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "dpcore/types.h"
 
@@ -77,20 +78,34 @@ inline const char* inputAt(const Task& task, size_t at) {
   return static_cast<const char*>(task.pieces.at[at / bytes]) + at % bytes;
 }
 
+// visit(done, len) over the bytes [at, at + bytes) of pieces of pieceBytes each, read flat: a
+// run of len bytes from at + done that lies in one piece, for each piece the range spans.
+template <class Visit>
+void forEachPieceRun(size_t pieceBytes, size_t at, size_t bytes, Visit visit) {
+  for (size_t done = 0; done < bytes;) {
+    const size_t len = std::min(bytes - done, pieceBytes - (at + done) % pieceBytes);
+    visit(done, len);
+    done += len;
+  }
+}
+
 // copy(dst, src, n) over the input's bytes [at, at + bytes), read flat: one copy, or one per
-// piece it spans.
+// piece it spans; memcpy where no copy is given.
 template <class Copy>
 void copyInput(const Task& task, size_t at, size_t bytes, char* dst, Copy copy) {
   if (!task.pieces.at) {
     if (bytes) copy(dst, inputAt(task, at), bytes);
     return;
   }
-  const size_t piece = task.pieces.elems * dtypeSize(task.dtype);
-  for (size_t done = 0; done < bytes;) {
-    const size_t len = std::min(bytes - done, piece - (at + done) % piece);
-    copy(dst + done, inputAt(task, at + done), len);
-    done += len;
-  }
+  forEachPieceRun(task.pieces.elems * dtypeSize(task.dtype), at, bytes,
+                  [&](size_t done, size_t len) {
+                    copy(dst + done, inputAt(task, at + done), len);
+                  });
+}
+inline void copyInput(const Task& task, size_t at, size_t bytes, char* dst) {
+  copyInput(task, at, bytes, dst, [](char* to, const char* from, size_t n) {
+    std::memcpy(to, from, n);
+  });
 }
 
 // What the last reduction of a chunk divides by (0: nothing), among n ranks.
