@@ -6,8 +6,10 @@ dtype x op x algorithm (uint32 and uint64 at 2 ranks) over empty, tiny, odd and 
 counts; in place and into out=; async; reduce to the roots in turn; broadcast from every root;
 all_gather of uneven shards.
 
-Usage: mpiexec -n K python -m mpi4py device_collectives.py [all|few] [small]
-  few: a sample of dtype x op pairs; small: counts up to 1009 only (for tiny ring slots)
+Usage: mpiexec -n K python -m mpi4py device_collectives.py [all|few|two] [small]
+  few: a sample of dtype x op pairs; two: float16 sum and float64 max alone (for tiny ring
+  slots, where every pair takes thousands of rounds and the slots' order is what is tested);
+  small: counts up to 1009 only
   trace: only print the verbs one ring all_reduce ran ('rank R: verbs [...]')
 """
 import json
@@ -20,7 +22,7 @@ from mpi4py import MPI
 import dpcore
 from checks import BFLOAT16, WIDE_UNSIGNED, Checker, make_input, ops_for, reference, say
 
-few, small = "few" in sys.argv[1:], "small" in sys.argv[1:]
+few, two, small = "few" in sys.argv[1:], "two" in sys.argv[1:], "small" in sys.argv[1:]
 if os.environ.get("DEVICE") == "cupy":
     import cupy as xp
 
@@ -40,7 +42,9 @@ if os.environ.get("DEVICE") != "cupy" and BFLOAT16 is not None:  # CuPy has no b
     DTYPES.append(BFLOAT16)
     FEW += [(BFLOAT16, "sum"), (BFLOAT16, "avg")]
 CASES = FEW if few else [(d, op) for d in DTYPES for op in ops_for(d)]
-if MPI.COMM_WORLD.size == 2 and not few:
+if two:  # the narrowest and the widest element: 32 and 8 of them to a 64-byte slot
+    CASES = [(np.dtype("float16"), "sum"), (np.dtype("float64"), "max")]
+if MPI.COMM_WORLD.size == 2 and not (few or two):
     CASES += [(d, op) for d in WIDE_UNSIGNED for op in ops_for(d)]
 
 comm = dpcore.init()
