@@ -107,3 +107,11 @@ def test_spin_budget():
     assert set(table) == {"MPI", "0 us", "50 us"}, output
     assert all(all_positive(float(f) for f in row) for row in table.values()), output
     assert float(table["MPI"][1]) == 1.0, output
+
+
+def test_late_call():
+    _, output = run_script(BENCHMARKS / "late_call.py", 2, "--calls", "50", "--runs", "2",
+                           "--skew-us", "5")
+    # each layer of the call path and MPI: the late rank's median us in each run
+    table = rows(output, r"run|_launch|choose|reduce|MPI")
+    assert len(table) == 5 and all(len(r) == 2 and all_positive(r) for r in table), output
