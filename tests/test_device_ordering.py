@@ -36,4 +36,6 @@ def test_a_rank_that_exits_leaves_its_memory_until_the_peers_read_it():
 
 
 def test_the_rings_steps_wait_for_the_peers_events():
+    """With the drained await left out, every round came out wrong on ranks 0 and 2 (2716 and
+    3851 of 4099 elements in round 0); with the filled await left out, 4068-4080 (2026-12-07)."""
     run_ok("device_ordering.py", 3, "ring", env=EMULATED, timeout=120)

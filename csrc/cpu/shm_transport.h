@@ -168,6 +168,11 @@ class ShmTransport {
   // peer failed or died or the deadline passed, naming `what` it waited for. A peer that left
   // is no reason: this rank's own work does not wait for it.
   void watch(const char* what);
+  // The device's control, where the device's work runs on this process's threads (the
+  // emulation: cuda/device.h, onHostCores): with the ranks outnumbering the cores, a wait
+  // sleeps after its spin rather than yielding for a while first (shm_wait.h), since a
+  // yielding waiter keeps its share of the cores that the peers' kernels need.
+  void leaveCoresToWork() { yields_ = false; }
   // A communicator's calls on host arrays and on CUDA arrays go to two transports, both of
   // them a ShmTransport on the host (the device's: its control()). Each rank says in the host
   // one's segment which call it entered on each side (RankControl::entered, elsewhere), so a
@@ -227,6 +232,7 @@ class ShmTransport {
   std::unique_ptr<ShmSegment> segment_;
   char* base_;
   bool oversubscribed_;  // more ranks on this node than cores this process may run on
+  bool yields_ = true;   // oversubscribed: a wait yields a while before it sleeps (shm_wait.h)
   std::chrono::nanoseconds spin_;     // waitUntil's longest polling before a sleep
   std::chrono::nanoseconds pollFor_;  // its polling now (shm_wait.h): blocking calls only
   uint32_t polledWaits_ = 0;          // waits that polled: every kProbeEvery-th polls spin_

@@ -20,8 +20,10 @@
 // slice, such as the backward pass on the thread that queued an async all-reduce. Only where the
 // ranks outnumber the cores does a rank yield first, after a short spin: there the peer it waits
 // for is likely waiting for its core, and a yield hands it over without the two system calls of
-// a sleep and a wake. (The measurements behind these choices: benchmarks/results/
-// 2026-12-01-structure.md, "Numbers the comments used to quote", and 2026-12-02-users-view.md.)
+// a sleep and a wake. Not where the process's other threads need the cores too (the device
+// emulation's kernels: leaveCoresToWork). (The measurements behind these choices:
+// benchmarks/results/2026-12-01-structure.md, "Numbers the comments used to quote", and
+// 2026-12-02-users-view.md.)
 // While waiting it watches the deadline, the abort flag and the peers' liveness, so no failure
 // becomes a hang.
 #pragma once
@@ -124,7 +126,7 @@ void ShmTransport::waitUntil(Ready ready, Blame blame, int peer) {
       const std::string culprit = heldUpBy(peer);
       call_->fail(call_->timedOut(culprit.empty() ? blame() : culprit));
     }
-    if (oversubscribed_ && now - start < kYieldFor) {
+    if (oversubscribed_ && yields_ && now - start < kYieldFor) {
       sched_yield();
       continue;
     }

@@ -8,6 +8,7 @@
 // events (cudaEventInterprocess): the reader's stream waits for the writer's event, so the host
 // waits once per call, not once per step.
 #include <cuda_runtime.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -224,6 +225,8 @@ class CudaDevice : public Device {
     return args.ticket;
   }
 
+  bool onHostCores() const override { return false; }
+  void idle(uint64_t) override { sched_yield(); }  // the kernel needs no core
   bool done(uint64_t ticket) override {
     if (acquireLoad(doneHost_) >= ticket) return true;
     const cudaError_t state = cudaStreamQuery(stream_);

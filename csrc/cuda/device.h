@@ -62,6 +62,14 @@ class Device {
   // and to the peers' next kernels.
   virtual uint64_t launch(DType dtype, ReduceOp op, ReduceCopyArgs args) = 0;
   virtual bool done(uint64_t ticket) = 0;  // throws if the device reported an error
+  // Whether the device's work runs on the host's own cores (the emulation's kernels and streams
+  // are threads of this process); a GPU's does not. Where it does, a host that waits must leave
+  // the cores to that work: idle(ticket) sleeps until the kernel ends (or a moment has passed)
+  // instead of yielding, and the transport's waits for the peers do likewise (DeviceTransport).
+  // A yielding waiter keeps its fair share of the cores, which on 2 cores and 3-4 ranks slowed
+  // the emulation 2-5x, in some runs and not others (4 ranks: 4-25 s a run; 2026-12-07 note).
+  virtual bool onHostCores() const = 0;
+  virtual void idle(uint64_t ticket) = 0;
 
   // Interprocess events (cudaIpcEventHandle_t), which order one rank's queued work after a
   // peer's on the device itself, with no host waiting for either and no kernel spinning (the

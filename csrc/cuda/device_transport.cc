@@ -55,6 +55,7 @@ DeviceTransport::DeviceTransport(std::unique_ptr<Device> device, const std::stri
     : device_(std::move(device)), config_(config),
       control_(controlName, create, rank, controlConfig(size, config), spinUs) {
   checkRingSlots(config.fifoSlots, config.slotBytes);
+  if (device_->onHostCores()) control_.leaveCoresToWork();
   peers_.assign(size, nullptr);
   IpcHandle memory;
   peers_[rank] = static_cast<char*>(device_->allocShared(bytes(), &memory));
@@ -245,13 +246,14 @@ uint64_t DeviceTransport::launch(DType dtype, ReduceOp op, const ReduceCopyArgs&
 void DeviceTransport::waitFor(uint64_t ticket) {
   if (ticket == 0) return;
   ++counts_.hostWaits;
-  // A short spin catches a small kernel; then yield, so that ranks (and emulated kernels) that
-  // share the cores run, and watch the peers and the deadline meanwhile.
+  // A short spin catches a small kernel; then idle (a GPU: yield; the emulation: sleep, as its
+  // kernels need the cores), so that ranks that share the cores run, and watch the peers and the
+  // deadline meanwhile.
   onDevice(*call_, [&] {
     for (int spin = 0; !device_->done(ticket); ++spin) {
       if (spin < 256) continue;
       control_.watch("this rank's kernel to end");
-      sched_yield();
+      device_->idle(ticket);
     }
   });
 }

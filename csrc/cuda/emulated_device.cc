@@ -203,11 +203,18 @@ class EmulatedDevice : public Device {
     }
     stream_->enqueue([this, body] {
       if (!abandoned_.load()) grid_.run(body);
+      std::lock_guard<std::mutex> lock(endedMutex_);  // idle() looks at done() under it
+      ended_.notify_all();
     });
     return args.ticket;
   }
 
   bool done(uint64_t ticket) override { return acquireLoad(&kernelsDone_) >= ticket; }
+  bool onHostCores() const override { return true; }
+  void idle(uint64_t ticket) override {  // back within 200 us, to watch the deadline and peers
+    std::unique_lock<std::mutex> lock(endedMutex_);
+    ended_.wait_for(lock, std::chrono::microseconds(200), [&] { return done(ticket); });
+  }
 
   std::string makeEvents(int count) override {
     static std::atomic<unsigned> made{0};
@@ -275,6 +282,8 @@ class EmulatedDevice : public Device {
   }
 
   uint64_t arrivals_ = 0;     // the blocks of the running kernel that ended ("device" memory)
+  std::mutex endedMutex_;          // with ended_: a kernel has ended, for idle()
+  std::condition_variable ended_;
   uint64_t kernelsDone_ = 0;  // the ticket of the last kernel that ended (releaseStore)
   uint64_t launched_ = 0;     // kernels launched: the last one's ticket
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;

@@ -12,9 +12,12 @@ leaves an ordering to luck. Run by tests/test_device_ordering.py.
                rank dropped are freed (and unmapped) at a later alloc, not kept to the end
   exit         rank 0's kernels start 0.3 s late; rank 1 closes and exits as soon as its call
                returns: its memory must stay until rank 0 has read it
-  ring         the ring through two 1 KiB slots, every kernel 0-2 ms late, the host waiting
-               only at the call's end: a kernel must not read a slot before the previous rank's
-               kernel has filled it, nor fill one the next rank's kernel has not drained
+  ring         the ring through two 1 KiB slots, the host waiting only at the call's end, rank
+               1's stream 2-4 ms behind on every piece of work and the others' 0-0.5 ms, so that
+               the fills outrun the drains: a kernel must not read a slot before the previous
+               rank's kernel has filled it, nor fill one the next rank's kernel has not drained.
+               (Uniform 0-2 ms delays everywhere caught a missing drained wait only while the
+               host's waits starved the streams of cores, which they no longer do.)
 
 Usage: mpiexec -n K python -m mpi4py device_ordering.py CASE
 """
@@ -34,8 +37,8 @@ if case in SLOW:  # read as the streams are made, at their first use
     slow = SLOW[case] if MPI.COMM_WORLD.rank == 0 else 0
     os.environ["DPCORE_EMULATION_DELAY_US"] = f"{slow}-{slow}"
 if case == "ring":  # each slot used a dozen times a call, without a thousand slow kernels
-    os.environ.update(DPCORE_EMULATION_DELAY_US="0-2000", DPCORE_SLOT_BYTES="1024",
-                      DPCORE_FIFO_SLOTS="2")
+    os.environ.update(DPCORE_EMULATION_DELAY_US="2000-4000" if MPI.COMM_WORLD.rank == 1
+                      else "0-500", DPCORE_SLOT_BYTES="1024", DPCORE_FIFO_SLOTS="2")
 
 comm = dpcore.init(timeout=30)
 rank, size = comm.rank, comm.size
