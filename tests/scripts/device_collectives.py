@@ -41,9 +41,9 @@ FEW = [(np.dtype("float16"), "sum"), (np.dtype("float16"), "avg"), (np.dtype("fl
 if os.environ.get("DEVICE") != "cupy" and BFLOAT16 is not None:  # CuPy has no bfloat16
     DTYPES.append(BFLOAT16)
     FEW += [(BFLOAT16, "sum"), (BFLOAT16, "avg")]
-CASES = FEW if few else [(d, op) for d in DTYPES for op in ops_for(d)]
-if two:  # the narrowest and the widest element: 32 and 8 of them to a 64-byte slot
-    CASES = [(np.dtype("float16"), "sum"), (np.dtype("float64"), "max")]
+# for tiny slots: the narrowest and the widest element, 32 and 8 of them to a 64-byte slot
+TWO = [(np.dtype("float16"), "sum"), (np.dtype("float64"), "max")]
+CASES = TWO if two else FEW if few else [(d, op) for d in DTYPES for op in ops_for(d)]
 if MPI.COMM_WORLD.size == 2 and not (few or two):
     CASES += [(d, op) for d in WIDE_UNSIGNED for op in ops_for(d)]
 
