@@ -8,18 +8,21 @@ In `plain_loop.py reduce --skew-us 40` the last rank computes for a random 0-40 
 call, so the root is always there first and waits. The loop then runs at the late rank's pace:
 its compute, then its own call, then its compute again. Whatever that call costs is on the
 loop's critical path; nothing else is. This times that call alone (rank 1, 8 bytes of float32
-by default), dpcore's reduce to rank 0 beside mpi4py's Reduce, and splits dpcore's into the
-layers it passes through, each timed by calling it directly with what the layer above passes:
+by default), dpcore's reduce to rank 0 beside mpi4py's Reduce. A user's call takes the plain
+call's compiled entry (dpcore/comm/plain.py); the other lines time the layers of the full
+checks' path, which it replaced for such calls, each by calling it with what the layer above
+passes:
 
   run       the bindings' Backend.run: pybind11's dispatch, then the C++ call (the header
             exchange, the payload copied into its one-shot slot)
   _launch   + the communicator's _launch (the owner-thread check, the failure bookkeeping)
   choose    + auto's algorithm choice (dpcore/comm/choice.py)
-  reduce    + comm.reduce's own checks: what a user's call costs
+  entry     the plain call's entry alone: its checks, auto's choice and the C++ call, compiled
+  reduce    comm.reduce: what a user's call costs (the entry, behind one Python frame)
 
 Medians over the timed calls of each run (the first tenth left out), one line per layer with
 every run's median; the layers and MPI take turns within a run. Private names (_host,
-_launch) are used on purpose: this is a probe of the call path, not a user's program.
+_launch, _plain) are used on purpose: this is a probe of the call path, not a user's program.
 """
 import argparse
 import os
@@ -66,6 +69,7 @@ def main():
         "choose": lambda: comm._launch(path, REDUCE, dtype, op, 0,
                                        choose("auto", "reduce", x.nbytes, path.rules), x, out,
                                        x.size, x.size, out, False),
+        "entry": lambda: comm._plain(REDUCE, x, out, 0, "sum", "auto", False),
         "reduce": lambda: comm.reduce(x, 0, out=out),
         "MPI": lambda: world.Reduce(x, out, root=0),
     }

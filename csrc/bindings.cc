@@ -30,6 +30,7 @@ namespace dpcore {
 void bindBackends(py::module_& m);
 void bindDevice(py::module_& m);
 void bindP2p(py::module_& m);
+void bindPlain(py::module_& m);
 }  // namespace dpcore
 
 using namespace dpcore;
@@ -118,7 +119,7 @@ void bindRingTrace(py::module_& m, const char* name, std::vector<VerbRecord> (*t
       py::arg("segment_count"), py::arg("root") = 0, py::arg("counts") = std::vector<size_t>{});
 }
 
-// For the host path's one-step checks (overlap, fits_out, apart), on C-contiguous arrays:
+// For the host path's checks (overlap, piece_table), on C-contiguous arrays:
 // whether a and b share no byte (an empty array shares none) ...
 bool disjoint(const py::array& a, const py::array& b) {
   const auto at = reinterpret_cast<uintptr_t>(a.data());
@@ -153,6 +154,7 @@ PYBIND11_MODULE(_C, m) {
   bindBackends(m);
   bindDevice(m);
   bindP2p(m);
+  bindPlain(m);
 
   m.def("reduce", [](int dtype, int op, uintptr_t a, uintptr_t b, uintptr_t out, size_t count,
                      int divisor) {
@@ -181,33 +183,6 @@ PYBIND11_MODULE(_C, m) {
         return py::int_(reinterpret_cast<intptr_t>(b.data()) - at);
       }, "Where C-contiguous b starts, in bytes from a's start, if their memory overlaps; else "
          "None");
-
-  // The common out-of-place (or in-place) call's checks in one step, for the Python path of
-  // every small call: out takes x's result as it is (same dtype and shape, both C-contiguous,
-  // out writable) and is either x's very memory or apart from it. False sends the caller to
-  // the full checks (dpcore/comm/communicator.py), which say what is wrong (or accept what
-  // this does not know).
-  m.def("fits_out", [](const py::array& x, const py::array& out) {
-        if (!takesElementsOf(out, x) || x.ndim() != out.ndim()) return false;
-        for (py::ssize_t d = 0; d < x.ndim(); ++d) {
-          if (x.shape(d) != out.shape(d)) return false;
-        }
-        return x.data() == out.data() || disjoint(x, out);
-      }, "Whether out can take the elementwise result of x as it is (see dpcore/comm/)");
-
-  // The exchanges' plain call (dpcore/comm/exchanges.py), in one step: x a C-contiguous NumPy
-  // array, and out either None or one of x's dtype, C-contiguous, writable and apart from x.
-  // Exact types only (a subclass may mean more than its memory). False sends the caller to the
-  // full checks, which say what is wrong (or accept what this does not know).
-  m.def("apart", [](py::handle x, py::handle out) {
-        PyTypeObject* ndarray = py::detail::npy_api::get().PyArray_Type_;
-        if (Py_TYPE(x.ptr()) != ndarray) return false;
-        const auto a = py::reinterpret_borrow<py::array>(x);
-        if (out.is_none()) return (a.flags() & py::array::c_style) != 0;
-        if (Py_TYPE(out.ptr()) != ndarray) return false;
-        const auto o = py::reinterpret_borrow<py::array>(out);
-        return takesElementsOf(o, a) && disjoint(a, o);
-      }, "Whether x and out make the plain call of an exchange (see dpcore/comm/exchanges.py)");
 
   // scatter's root with x as a list (dpcore/comm/pieces.py), in one step: (the uint64 table of
   // the pieces' addresses, as bytes, and its own address) where there are `size` of them, each

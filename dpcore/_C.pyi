@@ -1,9 +1,9 @@
 # The types of dpcore._C, the compiled module (csrc/bindings.cc, bind_backends.cc, bind_device.cc,
-# bind_p2p.cc), written by hand from its pybind11 signatures. What each call does is said where
+# bind_p2p.cc, bind_plain.cc), written by hand from its pybind11 signatures. What each call does is said where
 # Python relies on it: dpcore/comm/backend.py (the backends and Job), dpcore/dtypes.py (the
 # codes). tests/test_types.py checks that this names what the module binds, no more, no less.
 # Integers and floats: pybind11 takes anything with __int__/__index__ (__float__), as stated.
-from typing import Any, Dict, List, Optional, Sequence, SupportsFloat, SupportsIndex, SupportsInt
+from typing import Any, Callable, Dict, List, Optional, Sequence, SupportsFloat, SupportsIndex, SupportsInt
 from typing import Tuple, Union
 
 import numpy.typing as npt
@@ -25,6 +25,7 @@ COLLECTIVE_TABLE: List[Dict[str, Any]]
 RING_MIN_SLOTS: int
 MAX_ELEMENT_BYTES: int
 TRACE_BATCH: int  # the most events a streaming trace holds in memory
+PLAIN_TYPE_NUMS: int  # PlainCalls' dtypes: NumPy type numbers below it
 TUNER_SETTLE_CALLS: int
 FIXED_DIRECT_MIN: int
 
@@ -35,8 +36,6 @@ def reduce(dtype: _Int, op: _Int, a: _Int, b: _Int, out: _Int, count: _Int,
 def stream_copy(dst: _Array, src: _Array) -> None: ...
 def stream_min_bytes() -> int: ...
 def overlap(a: _Array, b: _Array) -> Optional[int]: ...
-def fits_out(x: _Array, out: _Array) -> bool: ...
-def apart(x: object, out: object) -> bool: ...
 def piece_table(xs: object, out: object, size: _Int) -> Optional[Tuple[bytes, int]]: ...
 def ring_trace(coll: str, count: _Int, rank: _Int, size: _Int, segment_count: _Int,
                root: _Int = 0, counts: Sequence[_Int] = ...) -> _Trace: ...
@@ -51,6 +50,18 @@ def cuda_reduce(dtype: _Int, op: _Int, a: _Int, b: _Int, out: _Int, count: _Int,
                 divisor: _Int, stream: _Int) -> None: ...
 def cuda_ring_trace(coll: str, count: _Int, rank: _Int, size: _Int, segment_count: _Int,
                     root: _Int = 0, counts: Sequence[_Int] = ...) -> _Trace: ...
+
+class PlainCalls:
+    """A user's plain call, checked and run in one step (dpcore/comm/plain.py)."""
+    owner: int  # the thread that may call (threading.get_ident)
+    def __init__(self, backend: Backend, rank: _Int, size: _Int, bands: Dict[str, Tuple[int, int]],
+                 past_one_shot: _Int, dtypes: Sequence[Tuple[_Int, _Int]],
+                 reductions: Sequence[Tuple[_Int, _Int]],
+                 failed: Callable[[BaseException, Any, Any], None],
+                 launched: Callable[[Job, Any, Any, Any], Any]) -> None: ...
+    def close(self) -> None: ...
+    # (coll, x, out, root, op, algo, async_op) -> the result, a Work, or NotImplemented
+    def entry(self) -> Callable[[int, Any, Any, Any, Any, Any, Any], Any]: ...
 
 class Tuner:
     def __init__(self) -> None: ...

@@ -113,5 +113,5 @@ def test_late_call():
     _, output = run_script(BENCHMARKS / "late_call.py", 2, "--calls", "50", "--runs", "2",
                            "--skew-us", "5")
     # each layer of the call path and MPI: the late rank's median us in each run
-    table = rows(output, r"run|_launch|choose|reduce|MPI")
-    assert len(table) == 5 and all(len(r) == 2 and all_positive(r) for r in table), output
+    table = rows(output, r"run|_launch|choose|entry|reduce|MPI")
+    assert len(table) == 6 and all(len(r) == 2 and all_positive(r) for r in table), output

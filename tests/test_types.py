@@ -30,7 +30,9 @@ def stub_names():
     names = {}
     for node in ast.parse(STUB.read_text()).body:
         if isinstance(node, ast.ClassDef):
-            names[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+            names[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)} | {
+                n.target.id for n in node.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
         elif isinstance(node, ast.FunctionDef):
             names[node.name] = None
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):

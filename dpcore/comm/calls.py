@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Tuple
 
 import numpy as np
 
+from .. import _C
 from . import ending
 from .cuda_arrays import device_view
 from .path import Path, View
+from .plain import Entry
 from .work import InFlight, Work
 
 if TYPE_CHECKING:
@@ -31,11 +33,13 @@ class Calls:
     rank: int
     size: int
     _backend: Optional[Backend]  # None once closed
-    _owner: Optional[int]
+    _owner: int  # the thread that may call (threading.get_ident)
     _owner_name: str
     _host: HostPath
     _device: DevicePath
     _in_flight: InFlight
+    _plain_calls: _C.PlainCalls  # the one-step call of a user's loop (plain.py)
+    _plain: Entry                # its entry: every verb offers its call there first
     _p2p: PointToPoint
     all_gather: Callable[..., Any]  # all_to_all's exchange of the splits
 
@@ -109,12 +113,16 @@ class Calls:
         (and DDP's hooks in it) while the thread that called backward() waits. Calls stay in
         one order only if the owner makes none meanwhile, which is the lender's to ensure."""
         owner = self._owner, self._owner_name
-        me = threading.current_thread()
-        self._owner, self._owner_name = me.ident, me.name
+        self._set_owner(get_ident(), threading.current_thread().name)
         try:
             yield
         finally:
-            self._owner, self._owner_name = owner
+            self._set_owner(*owner)
+
+    def _set_owner(self, ident: int, name: str) -> None:
+        """The thread that may call, here and in the plain calls' entry."""
+        self._owner, self._owner_name = ident, name
+        self._plain_calls.owner = ident
 
     def _launch(self, path: Path, coll: int, dtype: int, op: int, root: int, algo: int,
                 a: View, out_a: Optional[View], count: int, total: int, result: Any,

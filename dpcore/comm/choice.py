@@ -20,8 +20,8 @@ NAMES = ("auto", "one_shot", "ring", "direct")  # what a caller may ask for
 # by its own input's size (these calls' sizes differ by rank).
 EXCHANGES = frozenset(("gather", "scatter", "all_to_all"))
 
-# (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the path
-# of every call (reduction fills it)
+# (dtype, op) -> (dtype code, op code) of the reductions called so far: one lookup on the full
+# checks' path (reduction fills it)
 REDUCTIONS: Dict[Tuple[np.dtype, str], Tuple[int, int]] = {}
 
 

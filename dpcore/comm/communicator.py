@@ -25,12 +25,13 @@ from ..setup import connect
 from ..setup.mpi_comms import release_when_dropped
 from ..sharding import shard_range
 from . import ending
-from .choice import ONE_SHOT, REDUCTIONS, choose, reduction, root_rank
+from .choice import ONE_SHOT, choose, reduction, root_rank
 from .device_path import DevicePath
 from .exchanges import Exchanges
 from .host_path import HostPath
 from .p2p import PointToPoint
 from .p2p_calls import PointToPointCalls
+from .plain import plain_calls
 from .path import Path, View
 from .work import InFlight, Work
 
@@ -58,7 +59,7 @@ class Communicator(Exchanges, PointToPointCalls):
                  size: Optional[int] = None) -> None:
         self._backend = None
         me = threading.current_thread()
-        self._owner, self._owner_name = me.ident, me.name  # the only thread that may call
+        self._owner, self._owner_name = threading.get_ident(), me.name  # the only one to call
         try:
             made = connect.communicator(mpi_comm, timeout, store, rank, size)
         except _C.CommError as e:
@@ -77,6 +78,10 @@ class Communicator(Exchanges, PointToPointCalls):
         self._device = DevicePath(made.boot, made.node, made.backend, self.settings, self.timeout,
                                   self.one_shot_bytes)
         self._in_flight = InFlight()
+        self._plain_calls = plain_calls(made.backend, self.rank, self.size, self._host.rules,
+                                        self._in_flight)
+        self._plain = self._plain_calls.entry()
+        self._set_owner(self._owner, self._owner_name)
         self._p2p = PointToPoint(made.p2p, self.rank, self.size, self._in_flight,
                                  self._p2p_failed)
         # close() calls it; a communicator dropped without close() frees its MPI ones anyway
@@ -131,18 +136,9 @@ class Communicator(Exchanges, PointToPointCalls):
         place (unlike torch.distributed, all_reduce(x) leaves x as it is). algo: "auto",
         "one_shot", "ring" or "direct". async_op=True returns a Work; wait() gives the result.
         CUDA arrays (CuPy, torch, __cuda_array_interface__) run on the device."""
-        if type(x) is np.ndarray:
-            # the call of a user's loop, checked in one step: it is all of a small call's cost
-            codes = REDUCTIONS.get((x.dtype, op))
-            if codes is not None:
-                if out is None and x.flags.c_contiguous:
-                    out = np.empty_like(x)  # apart from x, so fits_out takes it
-                if type(out) is np.ndarray and _C.fits_out(x, out):
-                    path: Path = self._host
-                    # codes[0], codes[1]: a call with *codes costs 0.1-0.3 us more
-                    return self._launch(path, ALL_REDUCE, codes[0], codes[1], 0,
-                                        choose(algo, "all_reduce", x.nbytes, path.rules), x,
-                                        out, x.size, x.size, out, async_op)
+        done = self._plain(ALL_REDUCE, x, out, 0, op, algo, async_op)
+        if done is not NotImplemented:  # a user's loop's call, checked and run in one step
+            return done
         path, a, wrap = self._view(x, "x")
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
@@ -165,21 +161,9 @@ class Communicator(Exchanges, PointToPointCalls):
         ranks get None, leave x as it is, and must pass out=None. algo: "auto", "one_shot",
         "ring" (a chain to the root) or "direct" (the root reads the peers' x); ring and
         direct give the same bits."""
-        if type(x) is np.ndarray and type(root) is int and 0 <= root < self.size:
-            # a user's loop, checked in one step, as all_reduce's
-            codes = REDUCTIONS.get((x.dtype, op))
-            if codes is not None and x.flags.c_contiguous:
-                if self.rank != root:
-                    fast = out is None
-                else:
-                    if out is None:
-                        out = np.empty_like(x)  # apart from x, so fits_out takes it
-                    fast = type(out) is np.ndarray and _C.fits_out(x, out)
-                if fast:  # out: None off the root, the result on it
-                    path: Path = self._host
-                    return self._launch(path, REDUCE, codes[0], codes[1], root,
-                                        choose(algo, "reduce", x.nbytes, path.rules), x, out,
-                                        x.size, x.size, out, async_op)
+        done = self._plain(REDUCE, x, out, root, op, algo, async_op)
+        if done is not NotImplemented:  # as all_reduce's
+            return done
         path, a, wrap = self._view(x, "x")
         dtype, opc = reduction(a.dtype, op)
         path.check(a, "x")
@@ -261,27 +245,20 @@ class Communicator(Exchanges, PointToPointCalls):
     def broadcast(self, x: Any, root: int = 0, algo: str = "auto",
                   async_op: bool = False) -> Any:
         """root's x into every rank's x, in place; returns x."""
-        path: Path
-        if type(x) is np.ndarray:
-            path, a = self._host, x
-            # One test for the common case keeps small calls cheap: where ranks share cores,
-            # each rank's Python time costs about three times over. The slow path names what
-            # is wrong.
-            flags, dtype = a.flags, DTYPES.get(a.dtype)
-            if (dtype is None or not (flags.c_contiguous and flags.writeable)
-                    or type(root) is not int or not 0 <= root < self.size):
-                dtype, root = self._check_broadcast(path, a, root)
-        else:
-            path, a, _ = self._view(x, "x")
-            dtype, root = self._check_broadcast(path, a, root)
+        done = self._plain(BROADCAST, x, None, root, None, algo, async_op)
+        if done is not NotImplemented:  # as all_reduce's
+            return done
+        path, a, _ = self._view(x, "x")
+        dtype, root = self._check_broadcast(path, a, root)
         return self._launch(path, BROADCAST, dtype, 0, root,
                             choose(algo, "broadcast", a.nbytes, path.rules), a, a, a.size,
                             a.size, x, async_op)
 
     def barrier(self) -> None:
         """Returns once every rank has called it."""
-        self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
-                     None, False)
+        if self._plain(BARRIER, _EMPTY, None, 0, None, "auto", False) is NotImplemented:
+            self._launch(self._host, BARRIER, _EMPTY_CODE, 0, 0, ONE_SHOT, _EMPTY, _EMPTY, 0, 0,
+                         None, False)
 
     def _check_broadcast(self, path: Path, a: View, root: int) -> tuple[int, int]:
         dtype = dtype_code(a.dtype)
@@ -339,6 +316,7 @@ class Communicator(Exchanges, PointToPointCalls):
         self._boot.leave(why)
         self._in_flight.clear()
         self._backend = None
+        self._plain_calls.close()  # its calls now take the full checks, which refuse them
         _live.discard(self)
         self._release()
 

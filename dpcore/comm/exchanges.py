@@ -36,14 +36,9 @@ class Exchanges(Calls):
         differ in length; a root that passes no out learns them first (a header-only round,
         which the other ranks' gather meets). Other ranks return None, and their out must be
         None."""
-        if algo == "auto" and type(root) is int and 0 <= root < self.size:
-            # a user's loop, its arrays checked in one step (_C.apart): out on the root alone
-            plain = (out is None) == (self.rank != root) and _C.apart(s, out)
-            dtype = DTYPES.get(s.dtype) if plain else None
-            if dtype is not None:
-                return self._launch(self._host, GATHER, dtype, 0, root, AUTO, s,
-                                    s if out is None else out, s.size,
-                                    0 if out is None else out.size, out, async_op)
+        done = self._plain(GATHER, s, out, root, None, algo, async_op)
+        if done is not NotImplemented:  # a user's loop's call, checked and run in one step
+            return done
         path, a, wrap = self._view(s, "shard")
         dtype = dtype_code(a.dtype)
         path.check(a, "shard")
@@ -92,25 +87,17 @@ class Exchanges(Calls):
         rank order (shards may differ in length). On the host, x may also be a list of one
         array per rank, x[q] for rank q, all of one size (each rank's out holds one): taken
         where they lie, not copied together first."""
-        if algo == "auto" and type(root) is int and 0 <= root < self.size:
-            # a user's loop, its arrays checked in one step (_C.apart, which checks that out
-            # is writable where it is given one beside x; _C.piece_table): x on the root alone
-            if x is not None:
-                plain = self.rank == root and _C.apart(x, out)
-            else:
-                plain = self.rank != root and _C.apart(out, None) and out.flags.writeable
-            dtype = DTYPES.get(out.dtype) if plain else None
-            if dtype is not None:
-                return self._launch(self._host, SCATTER, dtype, 0, root, AUTO,
-                                    out if x is None else x, out,
-                                    0 if x is None else x.size, out.size, out, async_op)
-            if type(x) is list and self.rank == root:
-                table = _C.piece_table(x, out, self.size)
-                dtype = DTYPES.get(out.dtype) if table is not None else None
-                if table is not None and dtype is not None:
-                    return self._launch(self._host, SCATTER, dtype, 0, root, AUTO, x[0], out,
-                                        self.size * out.size, out.size, out, async_op,
-                                        table[1], (table[0], tuple(x)))  # x may change
+        done = self._plain(SCATTER, x, out, root, None, algo, async_op)
+        if done is not NotImplemented:  # as gather's
+            return done
+        if type(x) is list and type(root) is int and root == self.rank and algo == "auto":
+            # the root's pieces, checked in one step as well (_C.piece_table)
+            table = _C.piece_table(x, out, self.size)
+            dtype = DTYPES.get(out.dtype) if table is not None else None
+            if table is not None and dtype is not None:
+                return self._launch(self._host, SCATTER, dtype, 0, root, AUTO, x[0], out,
+                                    self.size * out.size, out.size, out, async_op, table[1],
+                                    (table[0], tuple(x)))  # x may change
         path, o, _ = self._view(out, "out")
         root = root_rank(root, self.size, "scatter")
         pieces = None
@@ -156,6 +143,10 @@ class Exchanges(Calls):
         sum(out_splits) elements (equal splits: x's shape), or the given one (not x). With
         splits or out_splits, every rank passes them: one small all_gather exchanges them, and
         splits that disagree between ranks raise CommError on every rank."""
+        if splits is None and out_splits is None:
+            done = self._plain(ALL_TO_ALL, x, out, 0, None, algo, async_op)
+            if done is not NotImplemented:  # as gather's
+                return done
         path, a, wrap = self._view(x, "x")
         dtype = dtype_code(a.dtype)
         path.check(a, "x")
