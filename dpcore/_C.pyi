@@ -1,10 +1,11 @@
 # The types of dpcore._C, the compiled module (csrc/bindings.cc, bind_backends.cc, bind_device.cc,
-# bind_p2p.cc, bind_plain.cc), written by hand from its pybind11 signatures. What each call does is said where
-# Python relies on it: dpcore/comm/backend.py (the backends and Job), dpcore/dtypes.py (the
-# codes). tests/test_types.py checks that this names what the module binds, no more, no less.
+# bind_p2p.cc, bind_plain.cc), written by hand from its pybind11 signatures. What each call does
+# is said where Python relies on it: dpcore/comm/backend.py (the backends and Job),
+# dpcore/dtypes.py (the codes), dpcore/comm/plain.py (PlainCalls). tests/test_types.py checks
+# that this names what the module binds, no more, no less.
 # Integers and floats: pybind11 takes anything with __int__/__index__ (__float__), as stated.
-from typing import Any, Callable, Dict, List, Optional, Sequence, SupportsFloat, SupportsIndex, SupportsInt
-from typing import Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, SupportsFloat, SupportsIndex
+from typing import SupportsInt, Tuple, Union
 
 import numpy.typing as npt
 
@@ -54,9 +55,9 @@ def cuda_ring_trace(coll: str, count: _Int, rank: _Int, size: _Int, segment_coun
 class PlainCalls:
     """A user's plain call, checked and run in one step (dpcore/comm/plain.py)."""
     owner: int  # the thread that may call (threading.get_ident)
-    def __init__(self, backend: Backend, rank: _Int, size: _Int, bands: Dict[str, Tuple[int, int]],
-                 past_one_shot: _Int, dtypes: Sequence[Tuple[_Int, _Int]],
-                 reductions: Sequence[Tuple[_Int, _Int]],
+    def __init__(self, backend: Backend, rank: _Int, size: _Int,
+                 bands: Dict[str, Tuple[int, int]], past_one_shot: _Int,
+                 dtypes: Sequence[Tuple[_Int, _Int]], reductions: Sequence[Tuple[_Int, _Int]],
                  failed: Callable[[BaseException, Any, Any], None],
                  launched: Callable[[Job, Any, Any, Any], Any]) -> None: ...
     def close(self) -> None: ...

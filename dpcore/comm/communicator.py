@@ -31,8 +31,8 @@ from .exchanges import Exchanges
 from .host_path import HostPath
 from .p2p import PointToPoint
 from .p2p_calls import PointToPointCalls
-from .plain import plain_calls
 from .path import Path, View
+from .plain import plain_calls
 from .work import InFlight, Work
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ class Communicator(Exchanges, PointToPointCalls):
                  size: Optional[int] = None) -> None:
         self._backend = None
         me = threading.current_thread()
-        self._owner, self._owner_name = threading.get_ident(), me.name  # the only one to call
+        # the only thread that may call
+        self._owner, self._owner_name = threading.get_ident(), me.name
         try:
             made = connect.communicator(mpi_comm, timeout, store, rank, size)
         except _C.CommError as e:

@@ -18,7 +18,7 @@ Entry = Callable[[int, Any, Any, Any, Any, Any, Any], Any]
 
 
 def plain_calls(backend: _C.Backend, rank: int, size: int, rules: Rules,
-                in_flight: InFlight) -> "_C.PlainCalls":
+                in_flight: InFlight) -> _C.PlainCalls:
     """The host path's plain calls over `backend`. Nothing here holds the Communicator, so the
     entry it keeps makes no cycle."""
 
