@@ -1,18 +1,19 @@
 // dpcore._C.PlainCalls: a user's plain call of a collective, checked and run in one compiled
 // step. A training loop makes the same call again and again: NumPy arrays in the shapes the
-// verb takes, algo "auto", from the communicator's own thread. Where ranks arrive apart, the
-// late rank's own call is the loop's whole critical path, and the Python checks it passed cost
-// 0.8-1.2 us of its 1.5 us, against 0.9 us for MPI's whole call (mpi4py's calls are compiled;
+// verb takes, from the communicator's own thread. Where ranks arrive apart, the late rank's own
+// call is the loop's whole critical path, and the Python checks it passed cost 0.8-1.2 us of its
+// 1.5 us, against 0.9 us for MPI's whole call (mpi4py's calls are compiled;
 // benchmarks/results/2026-12-07-late-call.md; what this made of it: 2026-12-07-plain-call.md).
 // One argument more through pybind11's dispatch costs a few hundred instructions, so the entry
 // is a plain CPython function (METH_FASTCALL).
 //
 // It takes (coll, x, out, root, op, algo, async_op) as the Python verb received them. Whatever
-// it does not know to be a plain call, right or wrong, returns NotImplemented, and the verb runs
-// its full checks (dpcore/comm/), which take the rest and say what is wrong. So it must refuse
-// everything they refuse: tests/scripts/plain_calls.py holds it to that. It runs barrier,
-// all_reduce, reduce, broadcast, gather, scatter (one array) and all_to_all (no splits);
-// reduce_scatter and all_gather, whose calls are large, always take the full checks.
+// it does not know to be a plain call, right or wrong, returns NotImplemented, and the verb
+// runs its full checks (dpcore/comm/), which take the rest and say what is wrong. So it must
+// refuse everything they refuse: tests/scripts/plain_calls.py holds it to that. It runs
+// barrier, all_reduce, reduce, broadcast, gather, scatter (one array) and all_to_all (no
+// splits), with any algorithm; reduce_scatter and all_gather, whose calls are large, always
+// take the full checks.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,9 +22,11 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "algo/exchange.h"
 #include "core/backend.h"
 #include "dpcore/coll_table.h"
 #include "dpcore/error.h"
@@ -37,23 +40,35 @@ namespace {
 class PlainCalls {
  public:
   // dtypes: (NumPy type number, dpcore code) of the built-in dtypes dpcore moves; reductions:
-  // the (dtype code, op code) pairs it reduces (dpcore/comm/plain.py asks the full checks for
-  // both). bands: the host path's {collective: (lo, hi)}, read on every call, as choose() does.
+  // the (dtype code, op code) pairs it reduces; fixed: (collective, algorithm asked for,
+  // algorithm run) where choose() takes a fixed algorithm (dpcore/comm/plain.py asks the full
+  // checks for all three). bands: the host path's {collective: (lo, hi)}, read on every call, as
+  // choose() does; oneShotBytes: the most one_shot takes, asked for by name.
   // failed(error, x, out): a RuntimeError of a call, for the communicator's records;
   // launched(job, result, x, out): the Work of an async call.
   PlainCalls(std::shared_ptr<Backend> backend, int rank, int size, py::dict bands,
-             int pastOneShot, const std::vector<std::pair<int, int>>& dtypes,
-             const std::vector<std::pair<int, int>>& reductions, py::object failed,
+             int pastOneShot, size_t oneShotBytes, const std::vector<std::pair<int, int>>& dtypes,
+             const std::vector<std::pair<int, int>>& reductions,
+             const std::vector<std::tuple<int, int, int>>& fixed, py::object failed,
              py::object launched)
       : backend_(std::move(backend)), rank_(rank), size_(size), bands_(std::move(bands)),
-        pastOneShot_(pastOneShot), failed_(std::move(failed)), launched_(std::move(launched)),
-        arrays_(dtypes), auto_(interned("auto")) {
+        pastOneShot_(pastOneShot), oneShotBytes_(oneShotBytes), failed_(std::move(failed)),
+        launched_(std::move(launched)), arrays_(dtypes) {
     for (auto [dtype, op] : reductions) {
       if (dtype < 0 || dtype >= kNumDTypes || op < 0 || op >= kNumOps) {
         throw std::invalid_argument("dpcore: a reduction out of the plain call's table");
       }
       reduces_[dtype][op] = true;
     }
+    for (auto& row : fixed_) row.fill(-1);
+    for (auto [coll, asked, run] : fixed) {
+      if (coll < 0 || coll >= kNumColls || asked < 0 || asked >= kNumAlgos || run < 0 ||
+          run >= kNumAlgos) {
+        throw std::invalid_argument("dpcore: an algorithm out of the plain call's table");
+      }
+      fixed_[coll][asked] = run;
+    }
+    for (int k = 0; k < kNumAlgos; ++k) algos_[k] = interned(algoName(static_cast<Algo>(k)));
     for (int op = 0; op < kNumOps; ++op) ops_[op] = interned(opName(static_cast<ReduceOp>(op)));
     for (int c = 0; c < kNumColls; ++c) colls_[c] = interned(collName(static_cast<Coll>(c)));
   }
@@ -66,7 +81,8 @@ class PlainCalls {
 
   PyObject* call(PyObject* const* args) {
     PyObject *x = args[1], *out = args[2], *root = args[3], *op = args[4];
-    if (!backend_ || PyThread_get_thread_ident() != owner || !isName(args[5], auto_) ||
+    const int asked = algoOf(args[5]);
+    if (!backend_ || PyThread_get_thread_ident() != owner || asked < 0 ||
         (args[6] != Py_False && args[6] != Py_True)) {
       return notPlain();
     }
@@ -81,34 +97,36 @@ class PlainCalls {
                       0, 0, py::none(), x, x, async);
       case Coll::kAllReduce:
         if (!read(x, &a) || !reducible(a, op)) return notPlain();
-        return elementwise(Coll::kAllReduce, a, x, out, 0, op, async);
+        return elementwise(Coll::kAllReduce, a, x, out, 0, op, asked, async);
       case Coll::kReduce: {
         int r;
         if (!read(x, &a) || !reducible(a, op) || !rankOf(root, &r)) return notPlain();
-        if (r == rank_) return elementwise(Coll::kReduce, a, x, out, r, op, async);
+        if (r == rank_) return elementwise(Coll::kReduce, a, x, out, r, op, asked, async);
         if (out != Py_None) return notPlain();
-        return launch(Coll::kReduce, a, opOf(op), r, algoFor(Coll::kReduce, a), a.data, nullptr,
-                      a.count, a.count, py::none(), x, Py_None, async);
+        return launch(Coll::kReduce, a, opOf(op), r, algoFor(Coll::kReduce, asked, a.nbytes()),
+                      a.data, nullptr, a.count, a.count, py::none(), x, Py_None, async);
       }
       case Coll::kBroadcast: {
         int r;
         if (!read(x, &a) || !a.writable || !rankOf(root, &r)) return notPlain();
-        return launch(Coll::kBroadcast, a, 0, r, algoFor(Coll::kBroadcast, a), a.data, a.data,
-                      a.count, a.count, py::reinterpret_borrow<py::object>(x), x, x, async);
+        return launch(Coll::kBroadcast, a, 0, r, algoFor(Coll::kBroadcast, asked, a.nbytes()),
+                      a.data, a.data, a.count, a.count, py::reinterpret_borrow<py::object>(x), x,
+                      x, async);
       }
       case Coll::kGather: {  // out on the root alone, apart from its shard
         int r;
         if (!read(x, &a) || !rankOf(root, &r) || (out == Py_None) != (r != rank_)) {
           return notPlain();
         }
+        const int algo = algoFor(Coll::kGather, asked, a.nbytes());
         if (out == Py_None) {
-          return launch(Coll::kGather, a, 0, r, auto_code(), a.data, a.data, a.count, 0,
-                        py::none(), x, Py_None, async);
+          return launch(Coll::kGather, a, 0, r, algo, a.data, a.data, a.count, 0, py::none(), x,
+                        Py_None, async);
         }
         if (!read(out, &o) || o.dtype != a.dtype || !o.writable || !o.apartFrom(a)) {
           return notPlain();
         }
-        return launch(Coll::kGather, a, 0, r, auto_code(), a.data, o.data, a.count, o.count,
+        return launch(Coll::kGather, a, 0, r, algo, a.data, o.data, a.count, o.count,
                       py::reinterpret_borrow<py::object>(out), x, out, async);
       }
       case Coll::kScatter: {  // x (one array) on the root alone, apart from its out
@@ -120,7 +138,8 @@ class PlainCalls {
           return notPlain();
         }
         const bool isRoot = x != Py_None;
-        return launch(Coll::kScatter, o, 0, r, auto_code(), isRoot ? a.data : o.data, o.data,
+        const int algo = algoFor(Coll::kScatter, asked, isRoot ? a.nbytes() : 0);
+        return launch(Coll::kScatter, o, 0, r, algo, isRoot ? a.data : o.data, o.data,
                       isRoot ? a.count : 0, o.count, py::reinterpret_borrow<py::object>(out), x,
                       out, async);
       }
@@ -137,7 +156,8 @@ class PlainCalls {
         } else {
           return notPlain();
         }
-        return launch(Coll::kAllToAll, a, 0, 0, auto_code(), a.data, o.data, a.count, o.count,
+        return launch(Coll::kAllToAll, a, 0, 0, algoFor(Coll::kAllToAll, asked, a.nbytes()),
+                      a.data, o.data, a.count, o.count,
                       result, x, result.ptr(), async);
       }
       default:
@@ -156,7 +176,6 @@ class PlainCalls {
     if (!s) throw py::error_already_set();
     return s;
   }
-  static int auto_code() { return static_cast<int>(Algo::kAuto); }
 
   // A str equal to `name`; an interned one (a literal in the caller's code) by its address.
   static bool isName(PyObject* s, const py::str& name) {
@@ -189,22 +208,37 @@ class PlainCalls {
     return true;
   }
 
-  // auto's pick for a call of a's bytes: one_shot inside the band, else past it (choose()); -1
-  // where the band is not computed yet (choose() computes it).
-  int algoFor(Coll coll, const PlainArray& a) const {
+  // The algorithm the caller asked for by name ("auto", "ring", ...), or -1.
+  int algoOf(PyObject* name) const {
+    for (int k = 0; k < kNumAlgos; ++k) {
+      if (isName(name, algos_[k])) return k;
+    }
+    return -1;
+  }
+
+  // The algorithm code a call of nbytes runs, as choose() gives it (dpcore/comm/choice.py); -1
+  // where the full checks must say: an algorithm choose() refuses for this collective or size,
+  // or auto's band not computed yet (choose() computes it). auto: each rank's own pick in C++
+  // for the exchanges, else one_shot inside the band and past it beyond.
+  int algoFor(Coll coll, int asked, size_t nbytes) const {
+    if (asked != static_cast<int>(Algo::kAuto)) {
+      const int run = fixed_[static_cast<int>(coll)][asked];
+      return run == static_cast<int>(Algo::kOneShot) && nbytes > oneShotBytes_ ? -1 : run;
+    }
+    if (isExchange(coll)) return static_cast<int>(Algo::kAuto);
     PyObject* band = PyDict_GetItemWithError(bands_.ptr(), colls_[static_cast<int>(coll)].ptr());
     if (!band || !PyTuple_CheckExact(band) || PyTuple_GET_SIZE(band) != 2) return -1;
     const long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(band, 0));
     const long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(band, 1));
     if (PyErr_Occurred()) return -1;
-    const auto bytes = static_cast<long long>(a.nbytes());
+    const auto bytes = static_cast<long long>(nbytes);
     return lo <= bytes && bytes <= hi ? static_cast<int>(Algo::kOneShot) : pastOneShot_;
   }
 
   // all_reduce, or reduce on its root: into out, or a new array like x where out is None
   PyObject* elementwise(Coll coll, const PlainArray& a, PyObject* x, PyObject* out, int root,
-                        PyObject* op, bool async) {
-    const int algo = algoFor(coll, a);
+                        PyObject* op, int asked, bool async) {
+    const int algo = algoFor(coll, asked, a.nbytes());
     if (algo < 0) return notPlain();
     py::object result;
     PlainArray o;
@@ -276,10 +310,12 @@ class PlainCalls {
   int rank_, size_;
   py::dict bands_;
   int pastOneShot_;
+  size_t oneShotBytes_;
   py::object failed_, launched_;
   PlainArrays arrays_;
   py::object commError_ = py::module_::import("dpcore._C").attr("CommError");
-  py::str auto_;
+  std::array<py::str, kNumAlgos> algos_;
+  std::array<std::array<int, kNumAlgos>, kNumColls> fixed_{};
   bool reduces_[kNumDTypes][kNumOps] = {};
   std::array<py::str, kNumOps> ops_;
   std::array<py::str, kNumColls> colls_;
@@ -309,12 +345,13 @@ PyMethodDef kEntry = {"plain_call",
 void bindPlain(py::module_& m) {
   m.attr("PLAIN_TYPE_NUMS") = kPlainTypeNums;  // the NumPy type numbers the dtypes table holds
   py::class_<PlainCalls, std::shared_ptr<PlainCalls>>(m, "PlainCalls")
-      .def(py::init<std::shared_ptr<Backend>, int, int, py::dict, int,
+      .def(py::init<std::shared_ptr<Backend>, int, int, py::dict, int, size_t,
                     const std::vector<std::pair<int, int>>&,
-                    const std::vector<std::pair<int, int>>&, py::object, py::object>(),
+                    const std::vector<std::pair<int, int>>&,
+                    const std::vector<std::tuple<int, int, int>>&, py::object, py::object>(),
            py::arg("backend"), py::arg("rank"), py::arg("size"), py::arg("bands"),
-           py::arg("past_one_shot"), py::arg("dtypes"), py::arg("reductions"), py::arg("failed"),
-           py::arg("launched"))
+           py::arg("past_one_shot"), py::arg("one_shot_bytes"), py::arg("dtypes"),
+           py::arg("reductions"), py::arg("fixed"), py::arg("failed"), py::arg("launched"))
       .def_readwrite("owner", &PlainCalls::owner)
       .def("close", &PlainCalls::close)
       // A function of its own, not a method: it holds the calls, which hold none of its

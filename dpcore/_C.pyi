@@ -56,8 +56,9 @@ class PlainCalls:
     """A user's plain call, checked and run in one step (dpcore/comm/plain.py)."""
     owner: int  # the thread that may call (threading.get_ident)
     def __init__(self, backend: Backend, rank: _Int, size: _Int,
-                 bands: Dict[str, Tuple[int, int]], past_one_shot: _Int,
+                 bands: Dict[str, Tuple[int, int]], past_one_shot: _Int, one_shot_bytes: _Int,
                  dtypes: Sequence[Tuple[_Int, _Int]], reductions: Sequence[Tuple[_Int, _Int]],
+                 fixed: Sequence[Tuple[_Int, _Int, _Int]],
                  failed: Callable[[BaseException, Any, Any], None],
                  launched: Callable[[Job, Any, Any, Any], Any]) -> None: ...
     def close(self) -> None: ...

@@ -20,6 +20,7 @@ calls = {"barrier()": comm.barrier,
          "all_to_all(g)": lambda: comm.all_to_all(g),
          "all_reduce(x, out=y)": lambda: comm.all_reduce(x, out=y),
          "all_reduce(x)": lambda: comm.all_reduce(x),
+         "all_reduce(x, algo='ring')": lambda: comm.all_reduce(x, algo="ring"),
          "broadcast(b)": lambda: comm.broadcast(b),
          "reduce(x, out=y)": lambda: comm.reduce(x, out=y),
          "reduce(x)": lambda: comm.reduce(x)}
@@ -35,11 +36,12 @@ comm.close()
 """
 
 # Each: the verb itself and the plain call's entry, which checks, chooses and runs in C++. Before
-# it (one-step checks in Python, 2026-12-06): all_reduce 8 (9 without out: and empty_like),
-# broadcast 7, reduce as all_reduce, gather and scatter 6, barrier 4, all_to_all 16 (the full
-# checks). Raise one only for a reason.
+# it (one-step checks in Python, 2026-12-06): all_reduce 8 (9 without out: and empty_like; 8
+# with algo="ring"), broadcast 7, reduce as all_reduce, gather and scatter 6, barrier 4,
+# all_to_all 16 (the full checks). Raise one only for a reason.
 MOST = {name: 2 for name in ("barrier()", "gather(x, out=g)", "scatter(g, y)", "all_to_all(g)",
-                             "all_reduce(x, out=y)", "all_reduce(x)", "broadcast(b)",
+                             "all_reduce(x, out=y)", "all_reduce(x)",
+                             "all_reduce(x, algo='ring')", "broadcast(b)",
                              "reduce(x, out=y)", "reduce(x)")}
 
 

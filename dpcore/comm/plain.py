@@ -1,16 +1,16 @@
-"""The plain call: the call of a user's loop (NumPy arrays, algo "auto", the owner's thread),
-checked and run in one compiled step (_C.PlainCalls, csrc/bind_plain.cc). Each verb of the
-Communicator offers its call to the entry first, and runs its full checks where it answers
-NotImplemented: the checks accept the rest and say what is wrong. The entry's tables come from
-the full checks themselves, so the two cannot disagree on which dtypes and ops a call takes."""
+"""The plain call: the call of a user's loop (NumPy arrays, the owner's thread), checked and run
+in one compiled step (_C.PlainCalls, csrc/bind_plain.cc). Each verb of the Communicator offers
+its call to the entry first, and runs its full checks where it answers NotImplemented: the
+checks accept the rest and say what is wrong. The entry's tables come from the full checks
+themselves, so the two cannot disagree on which dtypes, ops and algorithms a call takes."""
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
 
 from .. import _C
-from ..dtypes import DTYPES, OPS, REDUCED
+from ..dtypes import ALGORITHMS, COLLECTIVES, DTYPES, OPS, REDUCED
 from . import ending
-from .choice import Rules, reduction
+from .choice import NAMES, Rules, choose, reduction
 from .work import InFlight, Work
 
 # (coll, x, out, root, op, algo, async_op) -> the result, a Work, or NotImplemented
@@ -32,8 +32,9 @@ def plain_calls(backend: _C.Backend, rank: int, size: int, rules: Rules,
         in_flight.add(work)  # keeps the arrays alive even if the caller drops the Work
         return work
 
-    return _C.PlainCalls(backend, rank, size, rules.bands, rules.past_one_shot, _dtypes(),
-                         _reductions(), failed, launched)
+    return _C.PlainCalls(backend, rank, size, rules.bands, rules.past_one_shot,
+                         rules.one_shot_bytes, _dtypes(), _reductions(), _fixed(rules), failed,
+                         launched)
 
 
 def _dtypes() -> List[Tuple[int, int]]:
@@ -57,3 +58,18 @@ def _reductions() -> List[Tuple[int, int]]:
             except (TypeError, ValueError):
                 pass
     return allowed
+
+
+def _fixed(rules: Rules) -> List[Tuple[int, int, int]]:
+    """(collective, algorithm asked for, algorithm run) of every fixed algorithm choose() takes
+    on this path. At 0 bytes: the one size it refuses, past one_shot's limit, the entry checks
+    against rules.one_shot_bytes itself."""
+    taken = []
+    for coll, code in COLLECTIVES.items():
+        for name in NAMES:
+            if name != "auto":  # the entry's own: the band, or the exchanges' kAuto
+                try:
+                    taken.append((code, ALGORITHMS[name], choose(name, coll, 0, rules)))
+                except ValueError:
+                    pass
+    return taken

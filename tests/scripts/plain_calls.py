@@ -36,9 +36,10 @@ def frozen(a):
     return a
 
 
-def declined(label, coll, x, out, root, op, verb, error):
-    """The entry declines (coll, x, out, root, op) and the verb raises `error` on this rank."""
-    check.true(entry(coll, x, out, root, op, "auto", False) is NotImplemented,
+def declined(label, coll, x, out, root, op, verb, error, algo="auto"):
+    """The entry declines (coll, x, out, root, op, algo) and the verb raises `error` on this
+    rank."""
+    check.true(entry(coll, x, out, root, op, algo, False) is NotImplemented,
                f"{label}: the entry declines it")
     try:
         verb()
@@ -100,6 +101,28 @@ verbs = {ALL_REDUCE: lambda x, out, root, op: comm.all_reduce(x, op, out=out),
          ALL_TO_ALL: lambda x, out, root, op: comm.all_to_all(x, out)}
 for label, coll, a, out, root, op, error in BAD:
     declined(label, coll, a, out, root, op, lambda: verbs[coll](a, out, root, op), error)
+
+# Algorithms the full checks refuse, by name or for the size
+over = x_of(rank, comm.one_shot_bytes // 4 + 1)  # one element past one_shot's limit
+ALGO_BAD = [("all_reduce", ALL_REDUCE, x, "sum", "bogus"),
+            ("all_reduce", ALL_REDUCE, x, "sum", "counts_only"),
+            ("all_reduce", ALL_REDUCE, over, "sum", "one_shot"),
+            ("broadcast", BROADCAST, over, None, "one_shot"),
+            ("gather", GATHER, x, None, "ring"),
+            ("all_to_all", ALL_TO_ALL, x, None, "ring"),
+            ("all_to_all", ALL_TO_ALL, over[:size * 8], None, 7)]
+if not comm.direct:
+    ALGO_BAD.append(("all_reduce", ALL_REDUCE, x, "sum", "direct"))
+verbs_by_algo = {
+    ALL_REDUCE: lambda a, op, algo: comm.all_reduce(a, op, algo=algo),
+    BROADCAST: lambda a, op, algo: comm.broadcast(a, 0, algo=algo),
+    GATHER: lambda a, op, algo: comm.gather(a, 0, out=None if rank else np.empty(6 * size, f32),
+                                            algo=algo),
+    ALL_TO_ALL: lambda a, op, algo: comm.all_to_all(a, algo=algo)}
+for name, coll, a, op, algo in ALGO_BAD:
+    out = np.empty(6 * size, f32) if coll == GATHER and rank == 0 else None
+    declined(f"{name}: algo {algo!r} for {a.nbytes} bytes", coll, a, out, 0, op,
+             lambda: verbs_by_algo[coll](a, op, algo), (ValueError, TypeError), algo)
 
 # What only one rank gets wrong: the root's or a non-root's own part (the other makes no call)
 ONE_RANK = {
@@ -181,6 +204,22 @@ if got is not NotImplemented:
 out = np.empty((2, 3), f32)  # any shape of as many elements
 check.true(entry(ALL_TO_ALL, x, out, 0, None, "auto", False) is out, "all_to_all into out")
 check.equal(out.ravel(), exchanged, "all_to_all into out")
+# A named algorithm is the one that runs (the communicator counts what ran)
+named = ["one_shot", "ring"] + (["direct"] if comm.direct else [])
+for algo in named:
+    before = comm.algorithm_calls().get(algo, 0)
+    got = entry(ALL_REDUCE, x, None, 0, "sum", algo, False)
+    check.true(got is not NotImplemented, f"all_reduce, algo {algo}: plain")
+    if got is not NotImplemented:
+        check.equal(got, total, f"all_reduce, algo {algo}")
+    check.true(comm.algorithm_calls().get(algo, 0) == before + 1, f"all_reduce ran {algo}")
+for algo in ["one_shot"] + (["direct"] if comm.direct else []):
+    before = comm.algorithm_calls().get(algo, 0)
+    got = entry(ALL_TO_ALL, x, None, 0, None, algo, False)
+    check.true(got is not NotImplemented, f"all_to_all, algo {algo}: plain")
+    if got is not NotImplemented:
+        check.equal(got, exchanged, f"all_to_all, algo {algo}")
+    check.true(comm.algorithm_calls().get(algo, 0) == before + 1, f"all_to_all ran {algo}")
 empty = np.empty(0, np.uint8)
 check.true(entry(BARRIER, empty, None, 0, None, "auto", False) is None, "barrier: plain")
 work = entry(ALL_REDUCE, x, None, 0, "sum", "auto", True)
