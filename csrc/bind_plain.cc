@@ -144,7 +144,9 @@ class PlainCalls {
                       out, async);
       }
       case Coll::kAllToAll: {  // without splits: x.size / size elements to each rank
-        if (!read(x, &a) || a.count % size_ != 0) return notPlain();
+        const int algo = read(x, &a) && a.count % size_ == 0
+                             ? algoFor(Coll::kAllToAll, asked, a.nbytes()) : -1;
+        if (algo < 0) return notPlain();
         py::object result;
         if (out == Py_None) {
           result = arrays_.emptyLike(x, a);
@@ -156,9 +158,8 @@ class PlainCalls {
         } else {
           return notPlain();
         }
-        return launch(Coll::kAllToAll, a, 0, 0, algoFor(Coll::kAllToAll, asked, a.nbytes()),
-                      a.data, o.data, a.count, o.count,
-                      result, x, result.ptr(), async);
+        return launch(Coll::kAllToAll, a, 0, 0, algo, a.data, o.data, a.count, o.count, result,
+                      x, result.ptr(), async);
       }
       default:
         return notPlain();

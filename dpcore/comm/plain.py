@@ -3,6 +3,7 @@ in one compiled step (_C.PlainCalls, csrc/bind_plain.cc). Each verb of the Commu
 its call to the entry first, and runs its full checks where it answers NotImplemented: the
 checks accept the rest and say what is wrong. The entry's tables come from the full checks
 themselves, so the two cannot disagree on which dtypes, ops and algorithms a call takes."""
+import functools
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
@@ -37,6 +38,7 @@ def plain_calls(backend: _C.Backend, rank: int, size: int, rules: Rules,
                          launched)
 
 
+@functools.lru_cache(maxsize=None)  # the process's facts, asked by every communicator
 def _dtypes() -> List[Tuple[int, int]]:
     """(NumPy type number, code) of the built-in dtypes dpcore moves, every alias included
     (int64 is both 'l' and 'q')."""
@@ -48,6 +50,7 @@ def _dtypes() -> List[Tuple[int, int]]:
     return sorted(found.items())
 
 
+@functools.lru_cache(maxsize=None)
 def _reductions() -> List[Tuple[int, int]]:
     """(dtype code, op code) of every reduction the full checks (choice.reduction) allow."""
     allowed = []

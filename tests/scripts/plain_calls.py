@@ -4,10 +4,11 @@ the full checks, so it must take no call that they refuse:
 - every bad call below is declined by the entry (NotImplemented, nothing sent) and then refused
   by the verb on the rank that made it, with the full checks' error; only that rank calls;
 - calls it does not know but the full checks take (in place gather, a root's gather that
-  learns the shards' sizes, an out that is a view) run through them, exactly;
+  learns the shards' sizes) run through them, exactly;
 - the calls of a user's loop are the entry's own: it runs them (not NotImplemented), exactly,
-  blocking and async, for every dtype alias NumPy has; from another thread it declines them,
-  unless the communicator is lent to that thread; once closed, it declines everything.
+  blocking and async, for every NumPy alias of the reduced dtypes, and a named algorithm is the
+  one that runs; from another thread it declines them, unless the communicator is lent to that
+  thread; once closed, it declines everything.
 
 Usage: mpiexec -n 2 python -m mpi4py plain_calls.py
 """
@@ -23,7 +24,6 @@ comm = dpcore.init(timeout=20)
 rank, size = comm.rank, comm.size
 check = Checker(rank)
 entry = comm._plain
-other = 1 - rank
 f32 = np.float32
 
 
@@ -122,7 +122,7 @@ verbs_by_algo = {
 for name, coll, a, op, algo in ALGO_BAD:
     out = np.empty(6 * size, f32) if coll == GATHER and rank == 0 else None
     declined(f"{name}: algo {algo!r} for {a.nbytes} bytes", coll, a, out, 0, op,
-             lambda: verbs_by_algo[coll](a, op, algo), (ValueError, TypeError), algo)
+             lambda: verbs_by_algo[coll](a, op, algo), ValueError, algo)
 
 # What only one rank gets wrong: the root's or a non-root's own part (the other makes no call)
 ONE_RANK = {
