@@ -231,7 +231,10 @@ class PlainCalls {
     if (!band || !PyTuple_CheckExact(band) || PyTuple_GET_SIZE(band) != 2) return -1;
     const long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(band, 0));
     const long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(band, 1));
-    if (PyErr_Occurred()) return -1;
+    if (PyErr_Occurred()) {  // not a band of ints: choose() will say
+      PyErr_Clear();
+      return -1;
+    }
     const auto bytes = static_cast<long long>(nbytes);
     return lo <= bytes && bytes <= hi ? static_cast<int>(Algo::kOneShot) : pastOneShot_;
   }
