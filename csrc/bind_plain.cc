@@ -81,7 +81,7 @@ class PlainCalls {
 
   PyObject* call(PyObject* const* args) {
     PyObject *x = args[1], *out = args[2], *root = args[3], *op = args[4];
-    const int asked = algoOf(args[5]);
+    const int asked = nameIn(args[5], algos_);  // the algorithm asked for by name, or -1
     if (!backend_ || PyThread_get_thread_ident() != owner || asked < 0 ||
         (args[6] != Py_False && args[6] != Py_True)) {
       return notPlain();
@@ -95,15 +95,18 @@ class PlainCalls {
         if (!read(x, &a)) return notPlain();
         return launch(Coll::kBarrier, a, 0, 0, static_cast<int>(Algo::kOneShot), a.data, a.data,
                       0, 0, py::none(), x, x, async);
-      case Coll::kAllReduce:
-        if (!read(x, &a) || !reducible(a, op)) return notPlain();
-        return elementwise(Coll::kAllReduce, a, x, out, 0, op, asked, async);
+      case Coll::kAllReduce: {
+        const int opc = read(x, &a) ? reduction(a, op) : -1;
+        if (opc < 0) return notPlain();
+        return elementwise(Coll::kAllReduce, a, x, out, 0, opc, asked, async);
+      }
       case Coll::kReduce: {
         int r;
-        if (!read(x, &a) || !reducible(a, op) || !rankOf(root, &r)) return notPlain();
-        if (r == rank_) return elementwise(Coll::kReduce, a, x, out, r, op, asked, async);
+        const int opc = read(x, &a) ? reduction(a, op) : -1;
+        if (opc < 0 || !rankOf(root, &r)) return notPlain();
+        if (r == rank_) return elementwise(Coll::kReduce, a, x, out, r, opc, asked, async);
         if (out != Py_None) return notPlain();
-        return launch(Coll::kReduce, a, opOf(op), r, algoFor(Coll::kReduce, asked, a.nbytes()),
+        return launch(Coll::kReduce, a, opc, r, algoFor(Coll::kReduce, asked, a.nbytes()),
                       a.data, nullptr, a.count, a.count, py::none(), x, Py_None, async);
       }
       case Coll::kBroadcast: {
@@ -178,23 +181,26 @@ class PlainCalls {
     return s;
   }
 
-  // A str equal to `name`; an interned one (a literal in the caller's code) by its address.
-  static bool isName(PyObject* s, const py::str& name) {
-    return s == name.ptr() ||
-           (PyUnicode_CheckExact(s) && PyUnicode_Compare(s, name.ptr()) == 0);
+  // The index of the name s equals, or -1. An interned s (a literal in the caller's code) is
+  // found by its address alone; any other str is compared only once no address matched.
+  template <size_t N>
+  static int nameIn(PyObject* s, const std::array<py::str, N>& names) {
+    for (size_t k = 0; k < N; ++k) {
+      if (s == names[k].ptr()) return static_cast<int>(k);
+    }
+    if (!PyUnicode_CheckExact(s)) return -1;
+    for (size_t k = 0; k < N; ++k) {
+      if (PyUnicode_Compare(s, names[k].ptr()) == 0) return static_cast<int>(k);
+    }
+    return -1;
   }
 
   bool read(PyObject* o, PlainArray* p) const { return arrays_.read(o, p); }
 
-  int opOf(PyObject* op) const {
-    for (int k = 0; k < kNumOps; ++k) {
-      if (isName(op, ops_[k])) return k;
-    }
-    return -1;
-  }
-  bool reducible(const PlainArray& a, PyObject* op) const {
-    const int k = opOf(op);
-    return k >= 0 && reduces_[a.dtype][k];
+  // The op code of a reduction of a's dtype by `op`, or -1 where it is not one dpcore runs.
+  int reduction(const PlainArray& a, PyObject* op) const {
+    const int k = nameIn(op, ops_);
+    return k >= 0 && reduces_[a.dtype][k] ? k : -1;
   }
 
   bool rankOf(PyObject* root, int* r) const {  // an exact int in [0, size)
@@ -207,14 +213,6 @@ class PlainCalls {
     if (value < 0 || value >= size_) return false;
     *r = static_cast<int>(value);
     return true;
-  }
-
-  // The algorithm the caller asked for by name ("auto", "ring", ...), or -1.
-  int algoOf(PyObject* name) const {
-    for (int k = 0; k < kNumAlgos; ++k) {
-      if (isName(name, algos_[k])) return k;
-    }
-    return -1;
   }
 
   // The algorithm code a call of nbytes runs, as choose() gives it (dpcore/comm/choice.py); -1
@@ -241,7 +239,7 @@ class PlainCalls {
 
   // all_reduce, or reduce on its root: into out, or a new array like x where out is None
   PyObject* elementwise(Coll coll, const PlainArray& a, PyObject* x, PyObject* out, int root,
-                        PyObject* op, int asked, bool async) {
+                        int op, int asked, bool async) {
     const int algo = algoFor(coll, asked, a.nbytes());
     if (algo < 0) return notPlain();
     py::object result;
@@ -255,7 +253,7 @@ class PlainCalls {
     } else {
       return notPlain();
     }
-    return launch(coll, a, opOf(op), root, algo, a.data, o.data, a.count, a.count, result, x,
+    return launch(coll, a, op, root, algo, a.data, o.data, a.count, a.count, result, x,
                   result.ptr(), async);
   }
 

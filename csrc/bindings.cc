@@ -19,6 +19,7 @@
 #include "host/stream_copy.h"
 #include "dpcore/coll_table.h"
 #include "dpcore/error.h"
+#include "plain_arrays.h"
 
 #ifdef DPCORE_WITH_CUDA
 #include "cuda/cuda_api.h"
@@ -122,11 +123,8 @@ void bindRingTrace(py::module_& m, const char* name, std::vector<VerbRecord> (*t
 // For the host path's checks (overlap, piece_table), on C-contiguous arrays:
 // whether a and b share no byte (an empty array shares none) ...
 bool disjoint(const py::array& a, const py::array& b) {
-  const auto at = reinterpret_cast<uintptr_t>(a.data());
-  const auto bt = reinterpret_cast<uintptr_t>(b.data());
-  const auto aBytes = static_cast<uintptr_t>(a.nbytes());
-  const auto bBytes = static_cast<uintptr_t>(b.nbytes());
-  return !aBytes || !bBytes || at + aBytes <= bt || bt + bBytes <= at;
+  return bytesApart(a.data(), static_cast<size_t>(a.nbytes()), b.data(),
+                    static_cast<size_t>(b.nbytes()));
 }
 // ... and whether out takes x's elements as they are: both C-contiguous, out writable, one dtype.
 bool takesElementsOf(const py::array& out, const py::array& x) {

@@ -1,5 +1,6 @@
 // What the plain call (bind_plain.cc) reads of a NumPy array, from NumPy's structs through
-// pybind11's proxies: no NumPy headers at build time.
+// pybind11's proxies: no NumPy headers at build time; and the byte-range test every overlap
+// check of the bindings uses.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -17,6 +18,13 @@ namespace py = pybind11;
 
 namespace dpcore {
 
+// Whether the bytes [a, a + aBytes) and [b, b + bBytes) share none (an empty range shares none):
+// the host path's overlap checks, here and in bindings.cc (overlap, piece_table).
+inline bool bytesApart(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto at = reinterpret_cast<uintptr_t>(a), bt = reinterpret_cast<uintptr_t>(b);
+  return !aBytes || !bBytes || at + aBytes <= bt || bt + bBytes <= at;
+}
+
 constexpr int kPlainTypeNums = 32;  // NumPy's built-in dtypes (NPY_NTYPES_LEGACY is 24)
 constexpr char kNativeOrder = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? '<' : '>';
 
@@ -31,10 +39,8 @@ struct PlainArray {
   const py::ssize_t* dims;
 
   size_t nbytes() const { return count * dtypeSize(static_cast<DType>(dtype)); }
-  // whether they share no byte (an empty array shares none)
   bool apartFrom(const PlainArray& b) const {
-    const auto at = reinterpret_cast<uintptr_t>(data), bt = reinterpret_cast<uintptr_t>(b.data);
-    return !nbytes() || !b.nbytes() || at + nbytes() <= bt || bt + b.nbytes() <= at;
+    return bytesApart(data, nbytes(), b.data, b.nbytes());
   }
   // whether it takes x's elementwise result as it is: x's dtype and shape, writable, and either
   // x's very memory or apart from it
