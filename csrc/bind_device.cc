@@ -13,6 +13,7 @@
 #include "core/backend.h"
 #include "core/collectives.h"
 #include "cuda/device_transport.h"
+#include "cuda/emulated_memory.h"
 #include "cuda/emulated_stream.h"
 
 namespace py = pybind11;
@@ -66,6 +67,16 @@ IpcHandle handleOf(const py::bytes& b) {
   return h;
 }
 
+// dpcore.emulated's arrays' memory: the emulation's cudaMalloc, which the peers can map,
+// freed with the object.
+struct EmulatedMemory {
+  explicit EmulatedMemory(size_t bytes) : address(emulated::allocate(bytes)) {}
+  ~EmulatedMemory() { emulated::release(address); }
+  EmulatedMemory(const EmulatedMemory&) = delete;
+  EmulatedMemory& operator=(const EmulatedMemory&) = delete;
+  void* address;
+};
+
 }  // namespace
 
 void bindDevice(py::module_& m) {
@@ -114,12 +125,25 @@ void bindDevice(py::module_& m) {
             return py::make_tuple(reinterpret_cast<uintptr_t>(p),
                                   py::bytes(h.bytes, sizeof(h.bytes)));
           })
+      // comm.register: the handle of the allocation that holds this rank's buffer, and the
+      // buffer's offset in it
+      .def("export_buffer", [](DeviceBackend& b, uintptr_t ptr, size_t bytes) {
+            uint64_t offset = 0;
+            IpcHandle h;
+            {
+              py::gil_scoped_release release;
+              h = b.engine().transport().exportBuffer(reinterpret_cast<const void*>(ptr), bytes,
+                                                      &offset);
+            }
+            return py::make_tuple(py::bytes(h.bytes, sizeof(h.bytes)), offset);
+          })
       .def("map_region", [](DeviceBackend& b, uint32_t id, size_t bytes,
-                            const std::vector<py::bytes>& handles, std::vector<uint64_t> bases) {
+                            const std::vector<py::bytes>& handles, std::vector<uint64_t> bases,
+                            std::vector<uint64_t> offsets, bool owned) {
             std::vector<IpcHandle> all;
             for (const py::bytes& h : handles) all.push_back(handleOf(h));
             py::gil_scoped_release release;
-            b.engine().transport().mapRegion(id, bytes, all, bases);
+            b.engine().transport().mapRegion(id, bytes, all, bases, offsets, owned);
           })
       // regions every rank dropped: unmap the peers' everywhere, then free this rank's
       .def("unmap_region", [](DeviceBackend& b, uint32_t id) {
@@ -164,8 +188,14 @@ void bindDevice(py::module_& m) {
             return b.submit(deviceTask(b, coll, dtype, op, root, algo, in, out, count, total,
                                        stream, splits));
           }, DP_DEVICE_ARGS);
-  // dpcore.emulated's arrays: a host-to-device copy queued on the caller's stream (it lands
-  // late, as cudaMemcpyAsync's), and the host's wait for a stream (cudaStreamSynchronize)
+  // dpcore.emulated's arrays: their memory (EmulatedMemory, above); ...
+  py::class_<EmulatedMemory>(m, "EmulatedMemory")
+      .def(py::init<size_t>(), py::arg("nbytes"))
+      .def_property_readonly("address", [](const EmulatedMemory& e) {
+        return reinterpret_cast<uintptr_t>(e.address);
+      });
+  // ... a host-to-device copy queued on the caller's stream (it lands late, as
+  // cudaMemcpyAsync's), and the host's wait for a stream (cudaStreamSynchronize)
   m.def("emulated_copy", [](uintptr_t stream, uintptr_t dst, const py::bytes& src) {
     auto data = std::make_shared<std::string>(src);  // staged now, as in pinned memory
     callerStream(stream)->enqueue([dst, data] {

@@ -12,6 +12,10 @@ legacy default, 1, or the per-thread default, 2, as `__cuda_array_interface__` n
 the emulation runs after a seeded random delay (csrc/cuda/emulated_stream.h); get() waits for
 that stream first, as CuPy's does. A collective follows the caller's stream, so a call that
 forgets to order its reads after it sees stale data here, as it would on the GPU.
+
+Each array's memory is an allocation of the emulation's cudaMalloc (_C.EmulatedMemory,
+csrc/cuda/emulated_memory.h), which a peer can map as CUDA IPC maps an allocation, so
+comm.register works here; freeing one while a live peer maps it aborts the process, saying so.
 """
 import contextlib
 
@@ -23,9 +27,9 @@ from . import _C
 class EmulatedArray:
     """A C-contiguous NumPy buffer that dpcore treats as device memory."""
 
-    def __init__(self, host, owner=None, stream=1):
+    def __init__(self, host, owner, stream=1):
         self._host = host
-        self._owner = owner  # what holds the memory (comm.alloc's device side), kept alive
+        self._owner = owner  # what holds the memory (an allocation, or comm.alloc's region)
         self.stream = stream  # the caller's stream its host copies go to: 1 or 2
 
     @property
@@ -80,14 +84,22 @@ def capturing(stream=1):
 
 
 def asarray(a, dtype=None, stream=1):
-    return EmulatedArray(np.array(a, dtype=dtype, order="C", copy=True), stream=stream)
+    """A copy of `a` in fresh device memory (written at once: the array's first contents)."""
+    a = np.asarray(a, dtype=dtype)
+    result = empty(a.shape, a.dtype, stream)
+    np.copyto(result._host, a)
+    return result
 
 
 def empty(shape, dtype=np.float32, stream=1):
-    return EmulatedArray(np.empty(shape, dtype), stream=stream)
+    """Fresh device memory, as cudaMalloc gives it: garbage until written, and an allocation
+    of its own that comm.register can map into the peers (_C.EmulatedMemory)."""
+    dtype = np.dtype(dtype)
+    memory = _C.EmulatedMemory(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    return at(memory.address, shape, dtype, memory, stream)
 
 
-def at(address, shape, dtype, owner):
+def at(address, shape, dtype, owner, stream=1):
     """The emulated device memory at `address` (a mapping that `owner` keeps) as an array."""
     import ctypes
 
@@ -95,4 +107,4 @@ def at(address, shape, dtype, owner):
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = (ctypes.c_char * max(nbytes, 1)).from_address(address)
     host = np.frombuffer(raw, np.uint8, nbytes).view(dtype).reshape(shape)
-    return EmulatedArray(host, owner)
+    return EmulatedArray(host, owner, stream)

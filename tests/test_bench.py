@@ -301,7 +301,6 @@ def test_copy_floor_on_one_rank_moves_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--compare", "nccl"], "--compare nccl times NCCL on GPU buffers: add --device cuda"),
     (["--device", "cuda", "--compare", "mpi"], "--compare mpi needs host buffers"),
-    (["--device", "cuda", "-R", "1"], "-R 1 asks for comm.alloc's host buffers"),
 ])
 def test_device_options_that_cannot_go_together(tmp_path, capsys, args, message):
     output, _ = bench_here(tmp_path, capsys, "all_reduce", *args, status=2)

@@ -2,16 +2,18 @@
 device transport (csrc/cuda/device_transport.h) on the CPU emulation of the device, whose kernels
 are the very bodies nvcc compiles (test_device_kernels.py checks those alone). Every collective
 and algorithm against NumPy exactly and bit for bit against the host path, at 1-4 ranks, with
-ring segments from 64 KiB down to 64 bytes; direct on comm.alloc(device="cuda") buffers; bad
-input; and the ring's schedule, which must be the one tests/test_ring_schedule.py checks on the
+ring segments from 64 KiB down to 64 bytes; direct on comm.alloc(device="cuda") buffers and on
+registered ordinary ones (comm.register); bad input; and the ring's schedule, which must be the one tests/test_ring_schedule.py checks on the
 CPU. Deaths on the device transport are in
 test_peer_faults.py. tests/gpu/device_check.sh runs the same script on a GPU (DEVICE=cupy)."""
 import json
+import pathlib
+import re
 
 import pytest
 
 import dpcore
-from mpi_helpers import rank_lines, rank_lines_all, run_ok, run_python
+from mpi_helpers import rank_lines, rank_lines_all, run_ok, run_python, run_script
 
 pytestmark = pytest.mark.mpi
 
@@ -50,9 +52,10 @@ def test_what_the_kernels_move_is_counted(n):
       target, at most 1.7x: met); at least 99 % of them through 16-byte packs for every count,
       odd, prime or not a multiple of 16 elements, float32 and float16 (the target: met, since
       each segment sits in its slot at its own address modulo 16);
-    - direct on comm.alloc(device="cuda") buffers, which every peer maps: one kernel per call
-      (the target: met), at most 1.1x the floor's bytes (met: 0.8x on 2 ranks, 0.6x on 3, as
-      direct moves less than the ring the floor is drawn from), and the packs too."""
+    - direct on buffers every peer maps, comm.alloc(device="cuda")'s and ordinary ones
+      registered (comm.register, the zero copy of ordinary buffers): one kernel per call (the
+      target: met), at most 1.1x the floor's bytes (met: 0.8x on 2 ranks, 0.6x on 3, as direct
+      moves less than the ring the floor is drawn from), and the packs too."""
     from dpcore import _C
     from dpcore.bench.floor import floor_bytes
 
@@ -63,18 +66,18 @@ def test_what_the_kernels_move_is_counted(n):
             c = json.loads(line)
             count, size, moved = c["count"], c["itemsize"], c["bytes_read"] + c["bytes_written"]
             floor = 2 * floor_bytes("all_reduce", n, size * count)
-            packed[rank, c["algo"], size, count] = c["packed_bytes"] / moved
+            packed[rank, c["algo"], c["buffers"], size, count] = c["packed_bytes"] / moved
             if c["algo"] == "direct":
-                direct.append(round(moved / floor, 2))
+                direct.append((c["buffers"], round(moved / floor, 2)))
                 assert c["kernels"] == 1 and c["host_waits"] == 1, c
                 continue
             verbs = _C.ring_trace("all_reduce", count, rank, n, (64 << 10) // size, 0, [])
             assert c["kernels"] == len(verbs) and c["host_waits"] == 1, c
             assert round(moved / floor, 3) == {2: 1.6, 3: 1.4}[n], c
-    assert len(packed) == 7 * n and len(direct) == 2 * n, (packed, direct)
+    assert len(packed) == 8 * n and len(direct) == 4 * n, (packed, direct)
     assert min(packed.values()) >= 0.99, packed
-    assert packed[0, "ring", 4, 1024 * n] == 1.0, packed  # every chunk 4 KiB
-    assert set(direct) == {{2: 0.8, 3: 0.6}[n]}, direct
+    assert packed[0, "ring", "ordinary", 4, 1024 * n] == 1.0, packed  # every chunk 4 KiB
+    assert set(direct) == {(buffers, {2: 0.8, 3: 0.6}[n]) for buffers in ("alloc", "registered")}
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -83,6 +86,30 @@ def test_direct_on_buffers_every_peer_maps(n):
     kernel a step (all_reduce: one kernel, writing into every output), with the ring's bits; on
     ordinary device buffers it is refused."""
     run_ok("device_direct.py", n, env=EMULATED, timeout=300)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_direct_on_registered_ordinary_buffers(n):
+    """comm.register: every peer maps the allocation that holds an ordinary device buffer, and
+    direct reads and writes it in place, with the ring's bits; a registration lets its array
+    go only once no peer maps it (deregister, a dropped registration, close), and bad buffers
+    are refused on every rank before anything is mapped."""
+    run_ok("device_registered.py", n, env=EMULATED, timeout=120)
+
+
+def test_the_emulation_aborts_a_free_of_memory_a_peer_maps():
+    """What CUDA leaves undefined the stand-in must fail: with nothing keeping a dropped
+    registration's array, rank 0 frees memory that rank 1 maps, and the emulation aborts it,
+    saying so (device_registered.py without its guard)."""
+    status, output = run_script("device_registered.py", 2, "unguarded", env=EMULATED,
+                                check=False, timeout=60)
+    for names in rank_lines(output, "mpi shm").values():
+        for name in names.split():
+            if name.startswith("mpich_shm"):
+                pathlib.Path("/dev/shm", name).unlink(missing_ok=True)
+    assert status != 0, output
+    assert re.search(r"dpcore emulation: process \d+ freed device memory that process \d+ "
+                     r"still maps", output), output
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

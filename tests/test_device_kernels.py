@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["tests/device/kernel_check.cc", "csrc/cuda/emulated_device.cc",
+           "csrc/cuda/emulated_memory.cc",
            "csrc/cuda/emulated_stream.cc", "csrc/host/reduce.cc",
            "csrc/cpu/shm_segment.cc"]
 CXX = os.environ.get("CXX", "g++")

@@ -7,6 +7,7 @@
 // ever waits for another process's. The ring's steps are ordered between ranks by interprocess
 // events (cudaEventInterprocess): the reader's stream waits for the writer's event, so the host
 // waits once per call, not once per step.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <sched.h>
 
@@ -48,6 +49,25 @@ class CurrentDevice {
   int saved_ = 0;
   bool changed_ = false;
 };
+
+// Where the allocation that holds p starts, and its size (the driver's cuMemGetAddressRange,
+// reached through the runtime, so that the module links no libcuda and loads without a GPU).
+void allocationOf(const void* p, CUdeviceptr* base, size_t* bytes) {
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static GetAddressRange getRange = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    check(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                           &found), "find cuMemGetAddressRange");
+    if (found != cudaDriverEntryPointSuccess) {
+      throw std::runtime_error("dpcore cuda: the driver has no cuMemGetAddressRange");
+    }
+    return reinterpret_cast<GetAddressRange>(fn);
+  }();
+  if (getRange(base, bytes, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) {
+    throw std::invalid_argument("dpcore: this pointer is not in an allocation of the CUDA device");
+  }
+}
 
 constexpr unsigned kThreads = 256;
 // The blocks of a copy each multiprocessor holds at once: ptxas keeps copyKernel's registers
@@ -182,6 +202,32 @@ class CudaDevice : public Device {
     CurrentDevice current(device_);
     opened_.erase(std::remove(opened_.begin(), opened_.end(), p), opened_.end());
     check(cudaIpcCloseMemHandle(p), "unmap a peer's buffer");
+  }
+
+  IpcHandle exportMemory(const void* p, size_t bytes, uint64_t* offset) override {
+    CurrentDevice current(device_);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    allocationOf(p, &base, &size);
+    const auto at = reinterpret_cast<CUdeviceptr>(p);
+    if (at + bytes > base + size) {
+      throw std::invalid_argument("dpcore: the buffer spans more than one CUDA allocation");
+    }
+    cudaIpcMemHandle_t h;
+    const cudaError_t exported = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+    if (exported != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it
+      throw std::invalid_argument(
+          std::string("dpcore: cudaIpcGetMemHandle refused the buffer's allocation (") +
+          cudaGetErrorString(exported) + "): comm.register takes memory from cudaMalloc, as "
+          "CuPy's default pool and torch's caching allocator (without expandable_segments) "
+          "give");
+    }
+    IpcHandle handle;
+    std::memset(handle.bytes, 0, sizeof(handle.bytes));
+    std::memcpy(handle.bytes, &h, sizeof(h));
+    *offset = at - base;
+    return handle;
   }
 
   bool capturing(uintptr_t stream) override {

@@ -42,6 +42,10 @@ class Device {
   // it any more; closeShared: a peer's, mapped here by openShared.
   virtual void freeShared(void* p) = 0;
   virtual void closeShared(void* p) = 0;
+  // An ordinary allocation of this device, the user's (comm.register): the handle of the whole
+  // allocation that holds [p, p + bytes), which openShared maps whole in a peer, as CUDA IPC
+  // does, and p's offset in it. Throws for memory that cannot be shared so.
+  virtual IpcHandle exportMemory(const void* p, size_t bytes, uint64_t* offset) = 0;
 
   // The caller's stream (a cudaStream_t; 0: the legacy default stream; 2: the calling thread's
   // default) as it stood when the call was made: mark(stream) records the work queued there so

@@ -100,7 +100,8 @@ void DeviceTransport::validate(const Task& task) const {
         (readsOut && outBytes && !regionOf(task.out, outBytes))) {
       throw std::invalid_argument("dpcore: algo 'direct' on CUDA arrays reads the peers' "
                                   "buffers, so they must come from "
-                                  "comm.alloc(..., device=\"cuda\")");
+                                  "comm.alloc(..., device=\"cuda\") or be registered "
+                                  "(comm.register)");
     }
   }
 }
@@ -111,14 +112,48 @@ ShmMeta DeviceTransport::annotate(const Task& task) const {
 }
 
 void DeviceTransport::mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
-                                const std::vector<uint64_t>& bases) {
-  Region region{bytes, std::vector<char*>(size()), bases};
-  for (int r = 0; r < size(); ++r) {
-    region.mapped[r] = r == rank() ? reinterpret_cast<char*>(bases[r])
-                                   : static_cast<char*>(device_->openShared(handles[r], bytes));
-  }
+                                const std::vector<uint64_t>& bases,
+                                const std::vector<uint64_t>& offsets, bool owned) {
+  Region region{bytes, std::vector<char*>(size()), bases, std::vector<char*>(size()), owned};
   std::lock_guard<std::mutex> lock(regionsMutex_);
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) {
+      region.mapped[r] = reinterpret_cast<char*>(bases[r]);
+      continue;
+    }
+    try {
+      region.opened[r] = openPeer(r, handles[r], offsets[r] + bytes);
+    } catch (...) {  // the region is not made: unmap what it had mapped
+      for (int q = 0; q < r; ++q) {
+        if (q != rank()) closePeer(q, region.opened[q]);
+      }
+      throw;
+    }
+    region.mapped[r] = region.opened[r] + offsets[r];
+  }
   regions_[id] = std::move(region);
+}
+
+char* DeviceTransport::openPeer(int peer, const IpcHandle& handle, size_t bytes) {
+  const auto key = std::make_pair(peer, std::string(handle.bytes, sizeof(handle.bytes)));
+  auto it = imports_.find(key);
+  if (it == imports_.end()) {
+    char* base = static_cast<char*>(device_->openShared(handle, bytes));
+    it = imports_.emplace(key, Import{base, 0}).first;
+  }
+  ++it->second.regions;
+  return it->second.base;
+}
+
+void DeviceTransport::closePeer(int peer, char* base) {
+  for (auto it = imports_.begin(); it != imports_.end(); ++it) {
+    if (it->first.first != peer || it->second.base != base) continue;
+    if (--it->second.regions == 0) {
+      device_->closeShared(base);
+      imports_.erase(it);
+    }
+    return;
+  }
 }
 
 void DeviceTransport::unmapRegion(uint32_t id) {
@@ -126,9 +161,9 @@ void DeviceTransport::unmapRegion(uint32_t id) {
   const auto it = regions_.find(id);
   if (it == regions_.end()) return;
   for (int r = 0; r < size(); ++r) {
-    if (r != rank()) device_->closeShared(it->second.mapped[r]);
+    if (r != rank()) closePeer(r, it->second.opened[r]);
   }
-  unmapped_[id] = it->second.mapped[rank()];
+  if (it->second.owned) unmapped_[id] = it->second.mapped[rank()];
   regions_.erase(it);
 }
 

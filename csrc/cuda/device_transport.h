@@ -74,13 +74,22 @@ class DeviceTransport {
   void mapPeers(const std::vector<std::string>& handles);
   Device& device() { return *device_; }
 
-  // Regions (comm.alloc(device="cuda")), collectively: each rank allocates its buffer, then
-  // every rank maps every peer's under one id (bases: each buffer's address in its own rank).
+  // Regions, collectively: each rank has a buffer, which every rank maps under one id. Two
+  // kinds: comm.alloc(device="cuda")'s, which each rank allocates (allocRegion), and
+  // comm.register's, the user's own memory, exported as the allocation that holds it
+  // (exportBuffer: its handle, and the buffer's offset in it). mapRegion: handles and offsets,
+  // every rank's; bases: each buffer's address in its own rank; owned: allocRegion's (this
+  // rank frees its buffer). A peer's allocation is mapped here once, however many regions it
+  // holds (CUDA IPC maps a handle once per process), and unmapped with the last of them.
   void* allocRegion(size_t bytes, IpcHandle* handle) { return device_->allocShared(bytes, handle); }
+  IpcHandle exportBuffer(const void* p, size_t bytes, uint64_t* offset) {
+    return device_->exportMemory(p, bytes, offset);
+  }
   void mapRegion(uint32_t id, size_t bytes, const std::vector<IpcHandle>& handles,
-                 const std::vector<uint64_t>& bases);
+                 const std::vector<uint64_t>& bases, const std::vector<uint64_t>& offsets,
+                 bool owned);
   // A region every rank has dropped, its calls ended: unmapRegion closes the peers' buffers
-  // here; freeRegion frees this rank's, once every rank has unmapped it.
+  // here; freeRegion frees this rank's, once every rank has unmapped it (an owned one's).
   void unmapRegion(uint32_t id);
   void freeRegion(uint32_t id);
   uint32_t regionOf(const void* p, size_t bytes) const;  // 0: in none
@@ -164,9 +173,18 @@ class DeviceTransport {
     size_t bytes;
     std::vector<char*> mapped;    // every rank's buffer, as mapped here
     std::vector<uint64_t> bases;  // ... and in its own process
+    std::vector<char*> opened;    // the peers' allocations that hold them, as mapped here
+    bool owned;                   // this rank's buffer is allocRegion's
   };
+  struct Import {  // a peer's allocation, mapped here
+    char* base;
+    int regions;   // that hold a buffer in it
+  };
+  char* openPeer(int peer, const IpcHandle& handle, size_t bytes);  // under regionsMutex_
+  void closePeer(int peer, char* base);                             // under regionsMutex_
   mutable std::mutex regionsMutex_;  // Python adds regions while queued calls may read them
   std::map<uint32_t, Region> regions_;
+  std::map<std::pair<int, std::string>, Import> imports_;  // by (peer, handle)
   std::map<uint32_t, char*> unmapped_;  // this rank's buffer of each region unmapped, to free
   const CallContext* call_ = nullptr;
   uint64_t followed_ = 0;  // the last caller's mark our work follows (Task::ready)

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -30,6 +31,7 @@
 
 #include "cpu/shm_segment.h"
 #include "cuda/device.h"
+#include "cuda/emulated_memory.h"
 #include "cuda/emulated_stream.h"
 
 namespace dpcore {
@@ -116,6 +118,7 @@ class EmulatedDevice : public Device {
     abandoned_.store(true);  // nothing more is recorded: an await still queued would never end
     stream_.reset();         // its queued work ends before the memory goes
     for (int fd : fds_) exitUnmap(fd);
+    for (void* base : imported_) emulated::closeImport(base);
   }
 
   std::string name() const override { return "emulated"; }
@@ -142,6 +145,11 @@ class EmulatedDevice : public Device {
   }
 
   void* openShared(const IpcHandle& handle, size_t bytes) override {
+    if (emulated::isHandle(handle)) {  // a peer's ordinary allocation (exportMemory)
+      void* base = emulated::importMemory(handle);
+      imported_.push_back(base);
+      return base;
+    }
     const std::string name(handle.bytes, strnlen(handle.bytes, sizeof(handle.bytes)));
     opened_.push_back(std::make_unique<ShmSegment>(name, bytes, false));
     return opened_.back()->data();
@@ -164,12 +172,22 @@ class EmulatedDevice : public Device {
   }
 
   void closeShared(void* p) override {
+    const auto imported = std::find(imported_.begin(), imported_.end(), p);
+    if (imported != imported_.end()) {
+      imported_.erase(imported);
+      emulated::closeImport(p);
+      return;
+    }
     for (size_t k = 0; k < opened_.size(); ++k) {
       if (opened_[k]->data() == p) {
         opened_.erase(opened_.begin() + k);
         return;
       }
     }
+  }
+
+  IpcHandle exportMemory(const void* p, size_t bytes, uint64_t* offset) override {
+    return emulated::exportMemory(p, bytes, offset);
   }
 
   bool capturing(uintptr_t stream) override { return callerStream(stream)->capturing(); }
@@ -288,6 +306,7 @@ class EmulatedDevice : public Device {
   uint64_t launched_ = 0;     // kernels launched: the last one's ticket
   std::vector<std::unique_ptr<ShmSegment>> owned_, opened_;
   std::vector<int> fds_;     // owned_'s, one each, truncated when this device goes
+  std::vector<void*> imported_;  // the peers' ordinary allocations mapped here
   Marks<Mark> marks_;
   std::unique_ptr<ShmSegment> events_;                      // this rank's events
   std::map<int, std::unique_ptr<ShmSegment>> peerEvents_;  // by peer rank

@@ -122,8 +122,6 @@ def check_device(p, args):
     if args.compare == "mpi":
         p.error("--compare mpi needs host buffers (MPI here is not CUDA-aware); with --device "
                 "cuda the comparison is --compare nccl")
-    if args.register:
-        p.error("-R 1 asks for comm.alloc's host buffers; with --device cuda use -R 0")
 
 
 def run(argv=None, collective=None):

@@ -139,12 +139,25 @@ class Bench:
 
     def measure(self, case, in_place, floor=None):
         """{time, ref_time, floor_time, wrong} for one placement of one row, times in seconds;
-        ref: --compare's library; floor: a call that copies the floor's bytes, or None."""
-        args, coll, ref, sync = self.args, self.coll, self.reference, self.arrays.synchronize
-        empty = (self._shared_empty if args.register else
+        ref: --compare's library; floor: a call that copies the floor's bytes, or None. -R 1:
+        comm.alloc's buffers on the host; on a GPU, ordinary ones registered for the row."""
+        args = self.args
+        on_host = self.arrays.name == "cpu"
+        empty = (self._shared_empty if args.register and on_host else
                  self._front_of_pool if args.one_buffer else self.arrays.empty)
         self._pool_used = 0
         send, recv = self._buffers(case, in_place, empty)
+        registered = []  # -R 1 on a GPU: the ordinary buffers, mapped by every peer
+        try:
+            if args.register and not on_host:
+                registered = [self.comm.register(b) for b in (send, recv) if b is not None]
+            return self._measure(case, in_place, send, recv, floor)
+        finally:
+            for registration in registered:
+                self.comm.deregister(registration)
+
+    def _measure(self, case, in_place, send, recv, floor):
+        args, coll, ref, sync = self.args, self.coll, self.reference, self.arrays.synchronize
         expected = coll.expected(case) if args.check > 0 else None
         self._fill(case, send, recv, expected)
         ours = lambda: coll.run(self.comm, send, recv, case)  # noqa: E731

@@ -133,9 +133,10 @@ def parser(collective=None):
                         ", ".join(f"{k} {v}" for k, v in AVERAGES.items()) +
                         " (default 3: a collective ends with its last rank; nccl-tests: 1)")
     p.add_argument("-R", "--register", type=int, choices=[0, 1], default=0,
-                   help="1: dpcore's buffers come from comm.alloc, which every rank maps, as "
-                        "nccl-tests' -R registers them (MPI keeps ordinary buffers, on which "
-                        "it is faster); default 0")
+                   help="1: dpcore's buffers are mapped by every rank, as nccl-tests' -R "
+                        "registers them: comm.alloc's on the host (MPI keeps ordinary buffers, "
+                        "on which it is faster), ordinary ones registered with comm.register on "
+                        "a GPU (algo direct then runs on them); default 0")
     p.add_argument("--one-buffer", action="store_true",
                    help="allocate the buffers once, at -e's size, and time every size on their "
                         "front, as nccl-tests does (default: fresh buffers per size). Large "

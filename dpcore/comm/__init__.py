@@ -7,7 +7,8 @@ backend matches it with the peers' calls and runs it (csrc/core/).
     choice.py        the shared checks: reduction codes, root, which algorithm (choose)
     path.py          the Path interface both paths implement
     host_path.py     NumPy / DLPack views, launched on the transport's backend
-    device_path.py   CUDA views, launched on the device transport's backend
+    device_path.py   CUDA views, launched on the device transport's backend; regions
+    registration.py  comm.register's Registration: a buffer every peer maps
     host_arrays.py   NumPy views of DLPack arrays, and back
     cuda_arrays.py   CUDA arrays as the device path sees them (pointer, dtype, stream)
     work.py          Work (an async call's handle) and the arrays in flight

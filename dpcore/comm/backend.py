@@ -129,9 +129,14 @@ class DeviceBackend(Backend, Protocol):
     def alloc_region(self, nbytes: int) -> Tuple[int, bytes]:
         """comm.alloc(device="cuda"): (this rank's new zero-filled buffer, its IPC handle)."""
 
-    def map_region(self, region: int, nbytes: int, handles: List[bytes],
-                   bases: List[int]) -> None:
-        """Map every rank's buffer of `region`; bases: their addresses in their own process."""
+    def export_buffer(self, ptr: int, nbytes: int) -> Tuple[bytes, int]:
+        """comm.register: (the IPC handle of the allocation that holds this rank's buffer, the
+        buffer's offset in it)."""
+
+    def map_region(self, region: int, nbytes: int, handles: List[bytes], bases: List[int],
+                   offsets: List[int], owned: bool) -> None:
+        """Map every rank's buffer of `region` (each at its offset in the allocation its handle
+        names); bases: their addresses in their own process; owned: alloc_region's buffers."""
 
     def unmap_region(self, region: int) -> None:
         """Unmap the peers' buffers of `region`, which every rank has dropped."""

@@ -32,6 +32,7 @@ from .host_path import HostPath
 from .p2p import PointToPoint
 from .p2p_calls import PointToPointCalls
 from .path import Path, View
+from .registration import Registration
 from .plain import plain_calls
 from .work import InFlight, Work
 
@@ -120,6 +121,25 @@ class Communicator(Exchanges, PointToPointCalls):
         except _C.CommError:  # a peer died or left: the ranks in collectives hear it too
             backend.pass_on(self._boot.news or f"rank {self.rank} failed in alloc")
             raise
+
+    def register(self, x: Any) -> Registration:
+        """Maps the memory of CUDA array x into every peer of this node, once, as NCCL's
+        ncclCommRegister: then algo="direct" reads and writes it in place, one kernel per call,
+        as on comm.alloc(device="cuda") buffers (a call's x and out must both be registered, or
+        come from comm.alloc). Collective: every rank registers its buffer, in the same order.
+        It takes memory from cudaMalloc, as CuPy's default pool and torch's caching allocator
+        give it (CUDA IPC of the allocation that holds x). The registration holds x until
+        comm.deregister(it), the end of a `with comm.register(x):` block, or close(); dropped
+        before, x is kept until the next register, alloc or close. Host arrays need none
+        (direct reads them where they are): theirs maps nothing."""
+        self._checked_backend()  # raises once closed
+        return self._device.register(x)
+
+    def deregister(self, registration: Registration) -> None:
+        """Collectively, once the calls queued on this communicator have ended, every rank
+        unmaps the registration's buffers and lets x go: from then on it may be freed. Again,
+        or after close(), it does nothing."""
+        self._device.deregister(registration)
 
     # -- collectives ------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """The device path: collectives on CUDA arrays (CuPy, torch, __cuda_array_interface__), run by the
 device transport (dpcore.setup.device_transport, csrc/cuda/), which is connected at the first
 call on CUDA arrays. Algorithms: one_shot for calls up to one_shot_bytes per rank (auto's pick
-there), the ring (auto's past it), and direct, asked for, on buffers from
-comm.alloc(..., device="cuda"), which the peers have mapped (the transport checks that).
+there), the ring (auto's past it), and direct, asked for, on buffers the peers have mapped
+(the transport checks that): regions, comm.alloc(..., device="cuda")'s and comm.register's.
 Each call follows the work queued on the caller's current stream before it; it returns once its
 kernels have ended, and an async call's Work.wait() returns then too, so the result may be used
 on any stream."""
@@ -15,6 +15,7 @@ from ..setup import device_transport
 from ..setup.segments import agreed_request
 from .choice import RING, Rules
 from .cuda_arrays import device_index, device_view, empty_like, stream_of
+from .registration import Registration
 
 
 class DevicePath:
@@ -27,8 +28,12 @@ class DevicePath:
         self._host = host
         self._backend = None
         self._device = None  # the CUDA device of the first call's arrays
-        self._regions = 0  # comm.alloc(device="cuda") buffers made: the next one's id
-        self._dropped = set()  # ids of those whose arrays this rank has let go
+        # regions: comm.alloc(device="cuda")'s buffers and comm.register's, numbered alike
+        self._regions = 0  # made: the last one's id
+        self._mapped = set()  # ids of those mapped here
+        self._dropped = set()  # ids of those this rank has let go (their arrays, or registrations)
+        self._held = {}  # region: the array of a registration dropped, kept until unmapped
+        self._live = {}  # region: a live registration's finalizer (which holds its array)
         band = (0, one_shot_bytes)
         self.rules = Rules({coll: band for coll in MOVING}, lambda coll, n: band,
                            RING, one_shot_bytes, None)
@@ -124,8 +129,10 @@ class DevicePath:
         address, handle = backend.alloc_region(size)
         everyone = node.allgather((address, handle), f"cuda alloc: exchange region {region}")
         node.on_every_rank(lambda: backend.map_region(region, size, [h for _, h in everyone],
-                                                      [a for a, _ in everyone]),
+                                                      [a for a, _ in everyone],
+                                                      [0] * node.size, True),
                            f"cuda alloc: map the peers' buffers of region {region}")
+        self._mapped.add(region)
         backend.unlink_slots()  # every peer has mapped it: no name is left to find
         owner = _Region(backend)  # held by the array and its views
         weakref.finalize(owner, self._dropped.add, region)
@@ -135,6 +142,61 @@ class DevicePath:
             return module.at(address, shape, dtype, owner)
         memory = cupy.cuda.UnownedMemory(address, size, owner, self._device)
         return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0))
+
+    def register(self, x):
+        """Communicator.register: x's memory mapped by every peer of the node, under a region
+        of its own. Collective; a rank's bad buffer is a ValueError there, and on the peers one
+        that names it, before anything is mapped."""
+        node = self._node
+        view, kinds = _agreed(node, lambda: self._registrable(x), "register: check the buffers",
+                              share=lambda v: v is not None)
+        if not any(kinds):
+            return Registration(x, None, self.deregister)  # host arrays: nothing to map
+        if not all(kinds):
+            hosts = [r for r, cuda in enumerate(kinds) if not cuda]
+            raise ValueError(f"dpcore register: every rank registers a CUDA array or every rank "
+                             f"a host array; ranks {hosts} passed host arrays")
+        backend = self._connected(view)
+        self._free_dropped(node, backend)
+        self._regions += 1
+        region = self._regions
+        _, everyone = _agreed(node, lambda: backend.export_buffer(view.ptr, view.nbytes) +
+                              (view.ptr,), "register: export the buffers", share=lambda e: e)
+        node.on_every_rank(lambda: backend.map_region(
+            region, view.nbytes, [h for h, _, _ in everyone], [a for _, _, a in everyone],
+            [o for _, o, _ in everyone], False), "register: map the peers' buffers")
+        self._mapped.add(region)
+        registration = Registration(x, region, self.deregister)
+        # dropped without deregister: its array stays until the ranks agree to unmap it
+        self._live[region] = weakref.finalize(registration, self._let_go, region, x)
+        return registration
+
+    def _registrable(self, x):
+        """x's DeviceArray (None: a host array), checked as a call's x is."""
+        view = device_view(x, "x")
+        if view is not None:
+            self.check(view, "x")
+        return view
+
+    def _let_go(self, region, array):
+        del self._live[region]
+        self._held[region] = array
+        self._dropped.add(region)
+
+    def deregister(self, registration):
+        """Communicator.deregister: collectively, after the calls queued here (which may read
+        it), every rank unmaps the peers' buffers of the registration's region; then each
+        lets its array go, free to be freed."""
+        region = registration.region
+        registration.array = None
+        if region not in self._live:  # a host array's, deregistered already, or closed
+            return
+        backend, node = self._backend, self._node
+        backend.drain()
+        node.on_every_rank(lambda: backend.unmap_region(region),
+                           "deregister: unmap the peers' buffers")
+        self._mapped.discard(region)
+        self._live.pop(region).detach()  # and with it the array
 
     def _free_dropped(self, node, backend):
         """Frees the regions whose arrays every rank has let go (an alloc a step would
@@ -149,7 +211,9 @@ class DevicePath:
         node.on_every_rank(lambda: [backend.unmap_region(r) for r in sorted(common)],
                            "cuda alloc: unmap the dropped buffers")
         for r in sorted(common):
-            backend.free_region(r)
+            backend.free_region(r)  # comm.alloc's; a registration's array goes with _held
+            self._held.pop(r, None)
+        self._mapped -= common
         self._dropped -= common
 
     def close(self, why):
@@ -162,15 +226,48 @@ class DevicePath:
             return
         backend, self._backend = self._backend, None
         backend.drain()
+        # the peers' buffers unmapped before we leave, so that a peer that sees us gone may
+        # free its own; ours, the registrations' arrays too, are let go once the peers are gone
+        for region in sorted(self._mapped):
+            backend.unmap_region(region)
+        self._mapped.clear()
+        registered = []
+        for finalizer in list(self._live.values()):
+            detached = finalizer.detach()  # None where it ran meanwhile: then in _held
+            if detached:
+                registration, _, (_, array), _ = detached
+                registration.array = None
+                registered.append(array)
+        self._live.clear()
+        registered += self._held.values()
+        self._held.clear()
         backend.leave(why)
         deadline = time.monotonic() + (self._timeout or 0)
         while not backend.peers_gone() and time.monotonic() < deadline:
             time.sleep(0.002)
         if not backend.peers_gone():
-            _kept_until_exit.append(backend)
+            _kept_until_exit.append((backend, registered))
 
 
-_kept_until_exit: list = []  # backends
+_kept_until_exit: list = []  # (backend, registered arrays)
+
+
+def _agreed(node, step, what, share):
+    """(step() here, [share(its result) of every rank of `node`]); or, on every rank, a
+    ValueError: the rank's own where its step raised one (or a TypeError), else one that names
+    the ranks whose step did."""
+    try:
+        mine, error = step(), None
+    except (TypeError, ValueError) as e:
+        mine, error = None, e
+    everyone = node.allgather((None, str(error)) if error else (share(mine), None), what)
+    if error is not None:
+        raise error
+    failed = [f"rank {r}: {e}" for r, (_, e) in enumerate(everyone) if e]
+    if failed:
+        phase, _, step_name = what.partition(": ")
+        raise ValueError(f"dpcore {phase}: cannot {step_name}: " + "; ".join(failed))
+    return mine, [shared for shared, _ in everyone]
 
 
 def _ptr(out):

@@ -12,10 +12,13 @@
 #   gpu-tests     tests/gpu: the reduceCopy kernel against CuPy, the ring's schedule on the device
 #   collectives-2 the collectives on CuPy arrays, 2 ranks: exact, and bit for bit the host path's
 #   direct-2      direct on comm.alloc(device="cuda") buffers written just before the call
+#   registered-2  direct on ordinary CuPy buffers registered with comm.register (CUDA IPC of
+#                 the pool's allocations, mapped once)
 #   collectives-4 4 ranks sharing the GPUs present
 #   sanitizer     compute-sanitizer memcheck on a 2-rank run
 #   bench         all_reduce from 8 B to 1 GiB beside the device's copy floor, and one size that
-#                 is no multiple of 16 elements
+#                 is no multiple of 16 elements; then direct on registered buffers (-R 1) from
+#                 1 MiB to 1 GiB
 #   trainer       the trainer's equivalence on CuPy
 #   torch-cuda    the torch backend on CUDA tensors (float16, bfloat16, float32; a side stream;
 #                 DDP, whose hooks run on autograd's thread) against gloo, bit for bit
@@ -128,6 +131,7 @@ cupy="env DEVICE=cupy python3 -m mpi4py"
 step gpu-tests 20 90 python3 -m pytest -q -p no:cacheprovider tests/gpu -k "not torch"
 step collectives-2 30 150 mpiexec -n 2 $cupy $scripts/device_collectives.py all
 step direct-2 20 90 mpiexec -n 2 $cupy $scripts/device_direct.py
+step registered-2 15 60 mpiexec -n 2 $cupy $scripts/device_registered.py
 step collectives-4 30 120 mpiexec -n 4 $cupy $scripts/device_collectives.py few
 step sanitizer 60 150 mpiexec -n 2 env DEVICE=cupy compute-sanitizer --tool memcheck \
   --error-exitcode 9 python3 -m mpi4py $scripts/device_collectives.py few small
@@ -135,6 +139,8 @@ step bench 30 120 mpiexec -n 2 python3 -m dpcore.bench all_reduce -b 8 -e 1G -f 
   --device cuda --json "$out/bench-all_reduce.json"
 step bench-unaligned 10 45 mpiexec -n 2 python3 -m dpcore.bench all_reduce -d float16 \
   -b 100000006 -e 100000006 --device cuda
+step bench-registered 20 90 mpiexec -n 2 python3 -m dpcore.bench all_reduce -b 1M -e 1G -f 4 \
+  --device cuda -R 1 --algo direct --json "$out/bench-registered.json"
 step trainer 30 120 python3 -m pytest -q -p no:cacheprovider tests/test_ddp.py \
   tests/test_zero.py -k cupy
 step torch-cuda 30 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_torch_cuda.py

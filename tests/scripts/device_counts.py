@@ -2,7 +2,8 @@
 (Communicator.device_counts; the same counts on a GPU as here on the emulation): per rank and
 call, the kernels, the host's waits for them, the bytes they read and write, and the share of
 those that went through 16-byte packs: the ring on ordinary device buffers, and direct on
-comm.alloc(device="cuda") ones, which every peer maps. Every rank prints 'rank R: counts JSON' per
+buffers every peer maps: comm.alloc(device="cuda")'s, and ordinary ones registered
+(comm.register). Every rank prints 'rank R: counts JSON' per
 call, then 'rank R: ok'.
 
 Usage: DPCORE_CUDA_EMULATION=1 mpiexec -n K python device_counts.py
@@ -22,12 +23,12 @@ cases = [(np.float32, count) for count in [1 << 18, (1 << 18) + 1, 1000003, 1024
 cases += [(np.float16, count) for count in [1000003, (1 << 19) + 24]]
 
 
-def count_one(x, algo, out=None):
+def count_one(x, algo, out=None, buffers="ordinary"):
     before = comm.device_counts() or {}
     comm.all_reduce(x, out=out, algo=algo)
     after = comm.device_counts()
     say(comm.rank, "counts " + json.dumps(
-        {"algo": algo, "count": x.size, "itemsize": x.dtype.itemsize,
+        {"algo": algo, "buffers": buffers, "count": x.size, "itemsize": x.dtype.itemsize,
          **{k: v - before.get(k, 0) for k, v in after.items()}}))
 
 
@@ -36,7 +37,11 @@ for dtype, count in cases:
 # direct on mapped buffers: an odd count, into another buffer and in place
 count = (1 << 18) + 1
 x, out = (comm.alloc(count, np.float32, device="cuda") for _ in range(2))
-count_one(x, "direct", out)
-count_one(x, "direct", x)
+count_one(x, "direct", out, "alloc")
+count_one(x, "direct", x, "alloc")
+x, out = (emulated.asarray(np.ones(count, np.float32)) for _ in range(2))
+with comm.register(x), comm.register(out):
+    count_one(x, "direct", out, "registered")
+    count_one(x, "direct", x, "registered")
 comm.close()
 say(comm.rank, "ok")
