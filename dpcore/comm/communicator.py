@@ -139,6 +139,8 @@ class Communicator(Exchanges, PointToPointCalls):
         """Collectively, once the calls queued on this communicator have ended, every rank
         unmaps the registration's buffers and lets x go: from then on it may be freed. Again,
         or after close(), it does nothing."""
+        if self._backend is not None:
+            self._checked_backend()  # the owner's thread
         self._device.deregister(registration)
 
     # -- collectives ------------------------------------------------------------------------

@@ -162,9 +162,13 @@ class DevicePath:
         region = self._regions
         _, everyone = _agreed(node, lambda: backend.export_buffer(view.ptr, view.nbytes) +
                               (view.ptr,), "register: export the buffers", share=lambda e: e)
-        node.on_every_rank(lambda: backend.map_region(
-            region, view.nbytes, [h for h, _, _ in everyone], [a for _, _, a in everyone],
-            [o for _, o, _ in everyone], False), "register: map the peers' buffers")
+        try:
+            node.on_every_rank(lambda: backend.map_region(
+                region, view.nbytes, [h for h, _, _ in everyone], [a for _, _, a in everyone],
+                [o for _, o, _ in everyone], False), "register: map the peers' buffers")
+        except RuntimeError:  # a rank could not map a peer's: where one could, it unmaps
+            backend.unmap_region(region)
+            raise
         self._mapped.add(region)
         registration = Registration(x, region, self.deregister)
         # dropped without deregister: its array stays until the ranks agree to unmap it
