@@ -4,7 +4,7 @@ reads and writes it in place. On the CPU emulation (DPCORE_CUDA_EMULATION=1, who
 allocations a peer can map, and whose free aborts while a live peer maps one) or a GPU
 (DEVICE=cupy). Checks:
 - every verb direct on registered buffers, against NumPy exactly and bit for bit against the
-  ring, and in place;
+  ring, and in place (on a GPU, a torch tensor as well, where torch has CUDA);
 - two registrations in one allocation (mapped once by each peer): the first deregistered, the
   second still runs;
 - after deregister, direct on the buffer is refused again;
@@ -21,6 +21,7 @@ abort rank 0, saying that it freed memory a peer maps.
 Usage: mpiexec -n K python -m mpi4py device_registered.py [unguarded]
 """
 import gc
+import os
 import sys
 import time
 
@@ -117,6 +118,20 @@ bad = size - 1
 strided = xp.empty(20, np.float32)[::2] if rank == bad else xp.empty(10, np.float32)
 refused(lambda: comm.register(strided), "C-contiguous" if rank == bad else f"rank {bad}:",
         "a bad buffer on one rank")
+
+# on a GPU, torch's caching allocator's memory too, where torch has CUDA
+torch = None
+if os.environ.get("DEVICE") == "cupy":
+    try:
+        import torch
+    except ImportError:
+        pass
+if torch is not None and torch.cuda.is_available():
+    t = torch.full((4099,), float(rank + 1), device=f"cuda:{xp.cuda.Device().id}")
+    with comm.register(t):
+        comm.all_reduce(t, out=t, algo="direct")
+    check.equal(t.cpu().numpy(), np.full(4099, size * (size + 1) // 2, np.float32),
+                "a torch tensor registered")
 
 # a with block that an exception ends leaves the registration to close() (or deregister)
 try:
