@@ -257,12 +257,12 @@ _kept_until_exit: list = []  # (backend, registered arrays)
 
 
 def _agreed(node, step, what, share):
-    """(step() here, [share(its result) of every rank of `node`]); or, on every rank, a
-    ValueError: the rank's own where its step raised one (or a TypeError), else one that names
-    the ranks whose step did."""
+    """(step() here, [share(its result) of every rank of `node`]); or, on every rank, an
+    error: the rank's own where its step raised, else a ValueError that names the ranks whose
+    step did. (Every rank takes part in the exchange, so none waits for one that raised.)"""
     try:
         mine, error = step(), None
-    except (TypeError, ValueError) as e:
+    except Exception as e:
         mine, error = None, e
     everyone = node.allgather((None, str(error)) if error else (share(mine), None), what)
     if error is not None:
