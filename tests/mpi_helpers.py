@@ -117,3 +117,14 @@ def rank_lines_all(output, tag):
     for r, rest in re.findall(rf"^rank (\d+): {tag} (.*)$", output, re.MULTILINE):
         found.setdefault(int(r), []).append(rest)
     return found
+
+
+def remove_mpi_shm_leftovers(output):
+    """MPICH unlinks its own /dev/shm segments in MPI_Finalize, which a killed rank, or one that
+    leaves with os._exit or an abort, never reaches. The ranks listed the segments they had
+    mapped ('rank R: mpi shm NAMES', fault_kit.mpi_shm_segments); the job is over, so remove
+    whichever are still there."""
+    for names in rank_lines(output, "mpi shm").values():
+        for name in names.split():
+            if name.startswith("mpich_shm"):
+                Path("/dev/shm", name).unlink(missing_ok=True)

@@ -7,8 +7,7 @@ import sys
 import pytest
 
 from dpcore._cli.errors import run_main
-from mpi_helpers import SCRIPTS, rank_lines, run_mpi
-from test_faults import remove_mpi_shm_leftovers
+from mpi_helpers import SCRIPTS, rank_lines, remove_mpi_shm_leftovers, run_mpi
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 

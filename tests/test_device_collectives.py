@@ -7,13 +7,13 @@ registered ordinary ones (comm.register); bad input; and the ring's schedule, wh
 CPU. Deaths on the device transport are in
 test_peer_faults.py. tests/gpu/device_check.sh runs the same script on a GPU (DEVICE=cupy)."""
 import json
-import pathlib
 import re
 
 import pytest
 
 import dpcore
-from mpi_helpers import rank_lines, rank_lines_all, run_ok, run_python, run_script
+from mpi_helpers import (rank_lines, rank_lines_all, remove_mpi_shm_leftovers, run_ok,
+                         run_python, run_script)
 
 pytestmark = pytest.mark.mpi
 
@@ -103,10 +103,7 @@ def test_the_emulation_aborts_a_free_of_memory_a_peer_maps():
     saying so (device_registered.py without its guard)."""
     status, output = run_script("device_registered.py", 2, "unguarded", env=EMULATED,
                                 check=False, timeout=60)
-    for names in rank_lines(output, "mpi shm").values():
-        for name in names.split():
-            if name.startswith("mpich_shm"):
-                pathlib.Path("/dev/shm", name).unlink(missing_ok=True)
+    remove_mpi_shm_leftovers(output)
     assert status != 0, output
     assert re.search(r"dpcore emulation: process \d+ freed device memory that process \d+ "
                      r"still maps", output), output

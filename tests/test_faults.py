@@ -6,13 +6,12 @@
 - on shared memory: a rank that SIGKILLs itself, between or during collectives; a rank that
   stalls past the timeout; a rank that closes its communicator while the others wait for it.
 """
-import os
 import re
 import sys
 
 import pytest
 
-from mpi_helpers import SCRIPTS, rank_lines, run_ok, run_script
+from mpi_helpers import SCRIPTS, rank_lines, remove_mpi_shm_leftovers, run_ok, run_script
 from transport_configs import EACH_PATH
 
 pytestmark = pytest.mark.mpi
@@ -104,19 +103,6 @@ def test_stalled_rank_times_out_the_others(n, how):
             waited.append(float(seconds))
     # the first to time out waited the whole timeout; the others heard of it at the same moment
     assert timeout - 0.1 < max(waited) and max(waited) < timeout + 8, output
-
-
-def remove_mpi_shm_leftovers(output):
-    """MPICH unlinks its own /dev/shm segments in MPI_Finalize, which neither the killed rank nor
-    the survivors (os._exit) reach. The ranks listed the segments they had mapped; the job is
-    over, so remove whichever are still there."""
-    for names in rank_lines(output, "mpi shm").values():
-        for name in names.split():
-            if name.startswith("mpich_shm"):
-                try:
-                    os.unlink(f"/dev/shm/{name}")
-                except FileNotFoundError:
-                    pass
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_script
-from test_faults import remove_mpi_shm_leftovers
+from mpi_helpers import (SCRIPTS, rank_lines, remove_mpi_shm_leftovers, run_mpi, run_ok,
+                         run_script)
 from transport_configs import CONFIGS, EACH_PATH
 
 pytestmark = pytest.mark.mpi

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_script
+from mpi_helpers import SCRIPTS, rank_lines, remove_mpi_shm_leftovers, run_mpi, run_script
 from transport_configs import BETWEEN_NODES, SHM, Config
 
 pytestmark = pytest.mark.mpi
@@ -50,7 +50,7 @@ def launch(script, n, *args, env=None):
                         mpiexec_args=["-disable-auto-cleanup"],
                         wrapper=[sys.executable, SCRIPTS / "as_child.py"],
                         env=env, timeout=LAUNCH_TIMEOUT, check=False)
-    _remove_mpi_shm_leftovers(output)
+    remove_mpi_shm_leftovers(output)
     return output, _remove_job_segments(output, before)
 
 
@@ -75,18 +75,6 @@ def _remove_job_segments(output, before):
         except FileNotFoundError:
             pass
     return left
-
-
-def _remove_mpi_shm_leftovers(output):
-    """MPICH unlinks its own segments in MPI_Finalize, which no rank here reaches; the ranks
-    listed the ones they map and the job is over, so remove whichever are still there."""
-    for names in rank_lines(output, "mpi shm").values():
-        for name in names.split():
-            if name.startswith("mpich_shm"):
-                try:
-                    os.unlink(DEV_SHM / name)
-                except FileNotFoundError:
-                    pass
 
 
 def outcomes(output):
@@ -278,7 +266,7 @@ def test_two_threads_on_one_communicator_are_refused_never_mispaired(config):
     peer refused its side of a call."""
     _, output = run_script("two_threads.py", config.ranks, env=settings(config, 10),
                            timeout=LAUNCH_TIMEOUT, check=False)
-    _remove_mpi_shm_leftovers(output)
+    remove_mpi_shm_leftovers(output)
     problems = []
     finished = {int(r) for r in re.findall(r"^rank (\d+): finished$", output, re.MULTILINE)}
     if finished != set(range(config.ranks)):

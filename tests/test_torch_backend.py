@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import dpcore
-from mpi_helpers import SCRIPTS, rank_lines, run_mpi, run_ok, run_python
-from test_faults import remove_mpi_shm_leftovers
+from mpi_helpers import (SCRIPTS, rank_lines, remove_mpi_shm_leftovers, run_mpi, run_ok,
+                         run_python)
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -40,6 +40,7 @@ def test_under_plain_mpiexec_env_init_needs_no_code():
     _, output = run_mpi(2, [SCRIPTS / "torch_torchrun.py"],
                         env={v: None for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
                                                "MASTER_ADDR", "MASTER_PORT")}, timeout=120)
+    remove_mpi_shm_leftovers(output)
     assert "rank 0: ok" in output and "rank 1: ok" in output, output
 
 

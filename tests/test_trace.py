@@ -8,8 +8,7 @@ import json
 import pytest
 
 from dpcore import _C
-from mpi_helpers import rank_lines, run_ok, run_python, run_script
-from test_faults import remove_mpi_shm_leftovers
+from mpi_helpers import rank_lines, remove_mpi_shm_leftovers, run_ok, run_python, run_script
 
 pytestmark = pytest.mark.mpi
 

@@ -11,7 +11,7 @@ from dpcore.parallel import checkpoint
 from dpcore.parallel.gathered import GatheredUnit
 from dpcore.parallel.shards import Shards
 from dpcore.sharding import shard_range
-from mpi_helpers import run_ok, run_script
+from mpi_helpers import remove_mpi_shm_leftovers, run_ok, run_script
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -43,6 +43,7 @@ def test_stages_on_the_between_node_path():
 def test_checkpoint_survives_a_killed_save_and_reshards(tmp_path):
     # K=2, stage 0 saves after step 2, then its next save is killed after one file
     rc, out = run_script("zero_ckpt.py", 2, "crash", tmp_path, 0, env=ONE_THREAD, check=False)
+    remove_mpi_shm_leftovers(out)
     assert rc != 0 and "killed mid-save" in out, out
     ck = tmp_path / "ckpt"
     assert any(p.name.startswith(".tmp-") for p in ck.iterdir())  # the half-written save

@@ -125,13 +125,13 @@ class Communicator(Exchanges, PointToPointCalls):
     def register(self, x: Any) -> Registration:
         """Maps the memory of CUDA array x into every peer of this node, once, as NCCL's
         ncclCommRegister: then algo="direct" reads and writes it in place, one kernel per call,
-        as on comm.alloc(device="cuda") buffers (a call's x and out must both be registered, or
-        come from comm.alloc). Collective: every rank registers its buffer, in the same order.
-        It takes memory from cudaMalloc, as CuPy's default pool and torch's caching allocator
-        give it (CUDA IPC of the allocation that holds x). The registration holds x until
-        comm.deregister(it), the end of a `with comm.register(x):` block, or close(); dropped
-        before, x is kept until the next register, alloc or close. Host arrays need none
-        (direct reads them where they are): theirs maps nothing."""
+        as on comm.alloc(device="cuda") buffers (what the peers read must be mapped so: x, and
+        all_reduce's out, which they write). Collective: every rank registers its buffer, in
+        the same order. It takes memory from cudaMalloc, as CuPy's default pool and torch's
+        caching allocator give it (CUDA IPC of the allocation that holds x). The registration
+        holds x until comm.deregister(it), the end of a `with comm.register(x):` block, or
+        close(); dropped before, x is kept until the next register, alloc or close. Host arrays
+        need none (direct reads them where they are): theirs maps nothing."""
         self._checked_backend()  # raises once closed
         return self._device.register(x)
 

@@ -37,5 +37,9 @@ if not torch.equal(mine, expected):
 if "mpi4py" in sys.modules and "PMI_RANK" not in os.environ:
     failures.append("mpi4py was imported")
 dist.destroy_process_group()
+if "mpi4py.MPI" in sys.modules:  # under mpiexec: os._exit skips MPI_Finalize, which unlinks them
+    from fault_kit import mpi_shm_segments
+
+    print(f"rank {rank}: mpi shm {mpi_shm_segments()}", flush=True)
 print(f"rank {rank}: " + ("; ".join(failures) or "ok"), flush=True)
 os._exit(1 if failures else 0)

@@ -26,6 +26,7 @@ import dpcore.optim as optim
 from dpcore.parallel import DataParallel, checkpoint
 from dpcore.tensor import Tensor
 from checks import say
+from fault_kit import mpi_shm_segments
 from ddp_equiv import data, make
 
 STEPS, BATCH = 6, 12
@@ -89,6 +90,7 @@ def crash(comm, directory, stage):
 
     def write_then_die(filename, array):
         write(filename, array)
+        say(comm.rank, f"mpi shm {mpi_shm_segments()}")  # nobody's MPI_Finalize unlinks them
         say(comm.rank, "killed mid-save")
         os.kill(os.getpid(), signal.SIGKILL)
     if comm.rank == victim:
