@@ -5,7 +5,8 @@ tests/fake_cupy on the path (host memory under CuPy's names, NumPy arrays undern
 runs its own --device cuda code end to end: each rank's GPU (local rank % GPU count, made
 current before the first allocation), filling through set() and checking through get(), the copy
 floor through device pointers, NCCL left out and why; dpcore's collectives then take the arrays
-as host arrays, so every row must still check out exactly. NCCL itself cannot run here: the
+as host arrays, so every row must still check out exactly. With FAKE_CUPY_EMULATED they are
+dpcore.emulated's arrays instead, which dpcore's device path takes as CUDA arrays. NCCL itself cannot run here: the
 calls the bench makes to it are replayed under NCCL's documented contract instead. The
 GPU-side timings, CuPy's own behaviour and NCCL's are left to a GPU machine
 (tests/gpu/device_check.sh, docs/busbw.md).
@@ -80,6 +81,22 @@ def test_two_ranks_share_one_gpu_and_nccl_is_left_out(tmp_path):
         assert row["device"] == "cuda"
         assert row["floor_bytes"] == floor_bytes("all_reduce", 2, row["size"])
         assert row["floor_time_us"] > 0 and row["ip_floor%"] > 0
+
+
+@pytest.mark.mpi
+def test_registered_buffers_run_direct_on_the_emulated_device(tmp_path):
+    """-R 1 --algo direct where the fake's arrays are dpcore.emulated's (FAKE_CUPY_EMULATED):
+    each row registers ordinary device buffers with comm.register, runs direct on the device
+    transport's emulation, checks out exactly and deregisters (with -R 0, direct is refused)."""
+    env = {**with_fake_cupy(1), "FAKE_CUPY_EMULATED": "1", "DPCORE_CUDA_EMULATION": "1"}
+    output, doc = bench(tmp_path, 2, "all_reduce", *SMALL, "--device", "cuda", "-R", "1",
+                        "--algo", "direct", env=env)
+    check_rows(doc, output, "all_reduce", 2, compare=False)
+    assert doc["rows"] and all(row["oop_algo"] == "direct" for row in doc["rows"]), doc
+    output, doc = bench(tmp_path, 2, "all_reduce", *SMALL, "--device", "cuda", "--algo",
+                        "direct", env=env)
+    assert "# float32 sum: stopped: dpcore: algo 'direct' on CUDA arrays reads the peers' " \
+           "buffers" in output and "comm.register" in output and not doc["rows"], output
 
 
 @pytest.mark.mpi

@@ -11,12 +11,19 @@ and dtype.
 
 FAKE_CUPY_DEVICES: the GPUs the runtime reports (default 1; 0: it finds none and raises, as
 CuPy's CUDARuntimeError). There is no cupy.cuda.nccl here.
+
+FAKE_CUPY_EMULATED=1 (with DPCORE_CUDA_EMULATION=1): the arrays are dpcore.emulated's instead,
+so dpcore's collectives take them as CUDA arrays and run them on the device transport's
+emulation, and the bench's own --device cuda code meets dpcore's device path.
 """
 import ctypes
+import os
 
 import numpy as np
 
 from . import cuda
+
+EMULATED = os.environ.get("FAKE_CUPY_EMULATED") == "1"
 
 __version__ = "0.0-fake"
 
@@ -48,6 +55,12 @@ class ndarray(np.ndarray):
 def empty(shape, dtype=float):
     if cuda.runtime.current is None:
         raise RuntimeError("fake cupy: an allocation before any cuda.Device(i).use()")
+    if EMULATED:
+        from dpcore import emulated
+
+        memory = emulated.empty(shape, dtype)
+        memory.data = _MemoryPointer(memory._host)  # an EmulatedArray takes new attributes
+        return memory
     return np.empty(shape, dtype).view(ndarray)
 
 

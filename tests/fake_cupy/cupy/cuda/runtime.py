@@ -20,4 +20,9 @@ def getDeviceProperties(device):
 
 
 def deviceSynchronize():
-    pass  # host memory: every copy has finished when it returns
+    """Host memory: every copy has finished when it returns. Emulated device memory (the
+    package's FAKE_CUPY_EMULATED): once the legacy default stream has run what it was given."""
+    if os.environ.get("FAKE_CUPY_EMULATED") == "1":
+        from dpcore import _C
+
+        _C.emulated_sync(1)
