@@ -192,8 +192,12 @@ class DevicePath:
         it), every rank unmaps the peers' buffers of the registration's region; then each
         lets its array go, free to be freed."""
         region = registration.region
-        registration.array = None
-        if region not in self._live:  # a host array's, deregistered already, or closed
+        live = self._live.get(region)
+        if live is None or live.peek()[0] is not registration:
+            if region is not None and registration.array is not None:  # live, elsewhere
+                raise ValueError("dpcore: deregister: that registration is another "
+                                 "communicator's")
+            registration.array = None  # a host array's; or deregistered already, or closed
             return
         backend, node = self._backend, self._node
         backend.drain()
@@ -201,6 +205,7 @@ class DevicePath:
                            "deregister: unmap the peers' buffers")
         self._mapped.discard(region)
         self._live.pop(region).detach()  # and with it the array
+        registration.array = None
 
     def _free_dropped(self, node, backend):
         """Frees the regions whose arrays every rank has let go (an alloc a step would

@@ -7,7 +7,8 @@ allocations a peer can map, and whose free aborts while a live peer maps one) or
   ring, and in place (on a GPU, a torch tensor as well, where torch has CUDA);
 - two registrations in one allocation (mapped once by each peer): the first deregistered, the
   second still runs;
-- after deregister, direct on the buffer is refused again;
+- after deregister, direct on the buffer is refused again; another communicator's deregister
+  refuses it;
 - host arrays: a registration that maps nothing; a rank's bad buffer: a ValueError there and,
   naming it, on the peers; CUDA arrays on some ranks and host arrays on others: refused; a
   `with` block that an exception ends leaves the registration in place;
@@ -108,6 +109,12 @@ comm.deregister(second)
 comm.deregister(second)  # again: nothing to do
 refused(lambda: comm.all_reduce(x, out=x, algo="direct"), "comm.register",
         "direct after deregister")
+
+other = dpcore.init(timeout=30)  # a registration is its communicator's alone
+mine = comm.register(xp.empty(8, np.float32))
+refused(lambda: other.deregister(mine), "another communicator's", "deregister elsewhere")
+comm.deregister(mine)
+other.close()
 
 host = comm.register(np.ones(3))
 check.true(host.region is None and not host.registered, f"a host array's: {host}")
