@@ -19,7 +19,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda/device_layer.h"
 #include "cuda/emulated_stream.h"
 
 namespace dpcore::emulated {
