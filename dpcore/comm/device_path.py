@@ -148,20 +148,20 @@ class DevicePath:
         of its own. Collective; a rank's bad buffer is a ValueError there, and on the peers one
         that names it, before anything is mapped."""
         node = self._node
-        view, kinds = _agreed(node, lambda: self._registrable(x), "register: check the buffers",
-                              share=lambda v: v is not None)
+        view, kinds = node.agree(lambda: self._registrable(x), "register: check the buffers",
+                                 share=lambda v: v is not None)
         if not any(kinds):
             return Registration(x, None, self.deregister)  # host arrays: nothing to map
         if not all(kinds):
-            hosts = [r for r, cuda in enumerate(kinds) if not cuda]
+            hosts = [r for r, cuda in zip(node.ranks, kinds) if not cuda]
             raise ValueError(f"dpcore register: every rank registers a CUDA array or every rank "
                              f"a host array; ranks {hosts} passed host arrays")
         backend = self._connected(view)
         self._free_dropped(node, backend)
         self._regions += 1
         region = self._regions
-        _, everyone = _agreed(node, lambda: backend.export_buffer(view.ptr, view.nbytes) +
-                              (view.ptr,), "register: export the buffers", share=lambda e: e)
+        _, everyone = node.agree(lambda: backend.export_buffer(view.ptr, view.nbytes) +
+                                 (view.ptr,), "register: export the buffers", share=lambda e: e)
         try:
             node.on_every_rank(lambda: backend.map_region(
                 region, view.nbytes, [h for h, _, _ in everyone], [a for _, _, a in everyone],
@@ -259,24 +259,6 @@ class DevicePath:
 
 
 _kept_until_exit: list = []  # (backend, registered arrays)
-
-
-def _agreed(node, step, what, share):
-    """(step() here, [share(its result) of every rank of `node`]); or, on every rank, an
-    error: the rank's own where its step raised, else a ValueError that names the ranks whose
-    step did. (Every rank takes part in the exchange, so none waits for one that raised.)"""
-    try:
-        mine, error = step(), None
-    except Exception as e:
-        mine, error = None, e
-    everyone = node.allgather((None, str(error)) if error else (share(mine), None), what)
-    if error is not None:
-        raise error
-    failed = [f"rank {r}: {e}" for r, (_, e) in enumerate(everyone) if e]
-    if failed:
-        phase, _, step_name = what.partition(": ")
-        raise ValueError(f"dpcore {phase}: cannot {step_name}: " + "; ".join(failed))
-    return mine, [shared for shared, _ in everyone]
 
 
 def _ptr(out):

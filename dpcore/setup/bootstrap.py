@@ -330,14 +330,34 @@ class Group:
 
     def on_every_rank(self, step, what):
         """step() here; raise on every rank of the group if it raised on any."""
+        result, _, _, failed = self._step_everywhere(step, what, lambda result: None)
+        if failed:
+            raise RuntimeError(failed)
+        return result
+
+    def agree(self, step, what, share):
+        """(step() here, [share(its result) of every rank of the group]), for a step that checks
+        this rank's own input: where it raised here, its own error; where it raised only on
+        peers, a ValueError that names them. Every rank takes part in the exchange, so none
+        waits for one whose step raised."""
+        result, error, shared, failed = self._step_everywhere(step, what, share)
+        if error is not None:
+            raise error
+        if failed:
+            raise ValueError(failed)
+        return result, shared
+
+    def _step_everywhere(self, step, what, share):
+        """(step()'s result here, its error here, [share(result) of every rank], and, where it
+        raised on any rank, "dpcore PHASE: cannot STEP: rank R: why; ..." else None)."""
         try:
             result, error = step(), None
         except Exception as e:
             result, error = None, e
-        errors = self.allgather(error and str(error), what)
-        failed = [f"rank {r}: {e}" for r, e in zip(self.ranks, errors) if e]
-        if failed:
-            phase, _, step = what.partition(": ")
-            raise RuntimeError(f"dpcore {phase}: cannot {step}: " + "; ".join(failed))
-        return result
+        why = error and (str(error) or type(error).__name__)
+        everyone = self.allgather((None, why) if error else (share(result), None), what)
+        failed = [f"rank {r}: {e}" for r, (_, e) in zip(self.ranks, everyone) if e]
+        phase, _, step_name = what.partition(": ")
+        message = f"dpcore {phase}: cannot {step_name}: " + "; ".join(failed) if failed else None
+        return result, error, [s for s, _ in everyone], message
 
