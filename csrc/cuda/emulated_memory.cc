@@ -51,8 +51,22 @@ std::map<uintptr_t, Import> imports;          // by base address, as mapped here
 uint64_t serials = 0;
 
 size_t tailAt(size_t bytes) { return (bytes + 63) / 64 * 64; }
-Tail* tailOf(void* base, size_t bytes) {
+Tail* tailOf(void* base, size_t bytes) {  // an allocation's, of the user's bytes
   return reinterpret_cast<Tail*>(static_cast<char*>(base) + tailAt(bytes));
+}
+Tail* tailOfFile(void* base, size_t mapped) {  // an import's, mapped whole
+  return reinterpret_cast<Tail*>(static_cast<char*>(base) + mapped - sizeof(Tail));
+}
+
+// The entry of `map` at address p, taken out of it under the lock (false: none there).
+template <class Map>
+bool take(Map& map, void* p, typename Map::mapped_type* entry) {
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = map.find(reinterpret_cast<uintptr_t>(p));
+  if (it == map.end()) return false;
+  *entry = it->second;
+  map.erase(it);
+  return true;
 }
 
 std::string pathOf(const IpcHandle& h) { return std::string(h.bytes, strnlen(h.bytes, kSerialAt)); }
@@ -83,13 +97,7 @@ void* allocate(size_t bytes) {
 
 void release(void* p) {
   Allocation a;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = allocations.find(reinterpret_cast<uintptr_t>(p));
-    if (it == allocations.end()) return;
-    a = it->second;
-    allocations.erase(it);
-  }
+  if (!take(allocations, p, &a)) return;
   const Tail* tail = tailOf(p, a.bytes);
   for (int k = 0; k < kImporters; ++k) {
     const int32_t pid = __atomic_load_n(&tail->importers[k], __ATOMIC_ACQUIRE);
@@ -141,7 +149,7 @@ void* importMemory(const IpcHandle& handle) {
     close(fd);
     throw std::runtime_error("dpcore emulation: cannot map " + path);
   }
-  Tail* tail = reinterpret_cast<Tail*>(static_cast<char*>(base) + mapped - sizeof(Tail));
+  Tail* tail = tailOfFile(base, mapped);
   if (tail->serial != serial) {
     munmap(base, mapped);
     close(fd);
@@ -167,17 +175,10 @@ void* importMemory(const IpcHandle& handle) {
 
 void closeImport(void* base) {
   Import i;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = imports.find(reinterpret_cast<uintptr_t>(base));
-    if (it == imports.end()) return;
-    i = it->second;
-    imports.erase(it);
-  }
+  if (!take(imports, base, &i)) return;
   struct stat st;
   if (fstat(i.fd, &st) == 0 && static_cast<size_t>(st.st_size) == i.mapped) {  // else: gone
-    Tail* tail = reinterpret_cast<Tail*>(static_cast<char*>(base) + i.mapped - sizeof(Tail));
-    __atomic_store_n(&tail->importers[i.slot], 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&tailOfFile(base, i.mapped)->importers[i.slot], 0, __ATOMIC_RELEASE);
   }
   munmap(base, i.mapped);
   close(i.fd);
